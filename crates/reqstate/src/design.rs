@@ -1,0 +1,45 @@
+//! Why the format is what it is, and what was rejected. (Documentation only.)
+//!
+//! # One header byte, then a LEB128 key id
+//! Version (4 bits), kind (2 bits) and algorithm (2 bits) share one byte: a
+//! state token under HMAC starts `0x11`, under XChaCha20-Poly1305 `0x12`. The
+//! key id is an unsigned LEB128 integer, one byte for ids below 128. Both are
+//! authenticated. The algorithm field exists so that `reqstate inspect` can
+//! describe a token without keys, and so that a mismatch fails loudly; it never
+//! selects the algorithm: the key with that id does.
+//!
+//! # The tool and context are bound, not stored
+//! A verifier always knows which tool it is serving and who is calling, so
+//! these travel as associated data, like PASETO's implicit assertions. Storing
+//! the tool would cost 23 characters for the reference claims and push the AEAD
+//! token past 112 characters; storing a short fingerprint instead would make
+//! the binding only as strong as the fingerprint. The price is that a token
+//! presented to the wrong tool fails as [`crate::Error::AuthenticationFailed`],
+//! not as a distinct "wrong tool" error. The step, which the server reads to
+//! decide what to do next, is stored, so [`crate::Error::WrongStep`] is distinct.
+//!
+//! # XChaCha20-Poly1305, not AES-256-GCM with a random 96-bit nonce
+//! The per-key budget must be at least 2^48 tokens at a collision probability
+//! of at most 2^-32. A random 96-bit nonce collides with probability about
+//! n²/2^97: 2^-1 at n = 2^48. XChaCha20-Poly1305 takes a 192-bit nonce; the
+//! first 128 bits derive a one-message key with HChaCha20 (cheap: one ChaCha
+//! block function) and the last 64 bits are the ChaCha20-Poly1305 nonce. The
+//! collision probability at 2^48 tokens is about 2^96/2^193 = 2^-97. A
+//! per-token HKDF-derived AES-GCM key was measured first and rejected: HKDF
+//! (≈0.20 µs) plus AES key setup (≈0.16 µs) cost more than the seal itself.
+//!
+//! # A truncated HMAC, and no nonce, for the integrity-only mode
+//! HMAC-SHA256 is deterministic and needs no nonce, so it has no collision
+//! budget at all; its tag is truncated to 128 bits (forgery probability 2^-128
+//! per attempt), saving 16 bytes. The state is readable by the client.
+//!
+//! # A hand-written envelope, ciborium for the state
+//! The envelope is four fixed map entries; writing and parsing it by hand lets
+//! the verifier insist on the canonical encoding (one byte string per token)
+//! and costs nothing. The state is whatever `serde` type the server uses, so
+//! it goes through `ciborium`, after a depth-bounded well-formedness walk.
+//!
+//! # Keys are derived once
+//! Each configured secret goes through HKDF-SHA256 with a label naming the
+//! algorithm, so a secret pasted under both algorithms yields unrelated keys.
+//! Derivation happens when the keyring loads, never per token.

@@ -1,0 +1,2 @@
+//! The `reqstate` binary. (Placeholder entry until the sidecar crate lands.)
+fn main() {}

@@ -1,0 +1,720 @@
+//! Token format v1 test vectors (tests/vectors/v1.json), checked in both
+//! directions: minting with the vector's clock and nonce reproduces its bytes,
+//! and verifying yields its claims or its error.
+//!
+//! `REQSTATE_WRITE_VECTORS=1 cargo test --test core_vectors` rewrites the file
+//! from the definitions below; without it the file must match them exactly.
+
+use std::time::Duration;
+
+use reqstate::{
+    Algorithm, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, Policy, Secret,
+    SecureRandom,
+};
+use serde::{Deserialize, Serialize};
+
+const VECTORS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/v1.json");
+
+/// A "random" source that hands out one fixed nonce: only for reproducing vectors.
+struct FixedNonce(Vec<u8>);
+
+impl SecureRandom for FixedNonce {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), Error> {
+        if dest.len() != self.0.len() {
+            return Err(Error::RandomnessUnavailable);
+        }
+        dest.copy_from_slice(&self.0);
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+struct VectorFile {
+    description: String,
+    format_version: u8,
+    policy: VectorPolicy,
+    keys: Vec<VectorKey>,
+    valid: Vec<ValidVector>,
+    sealed: Vec<SealedVector>,
+    invalid: Vec<InvalidVector>,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+struct VectorPolicy {
+    max_token_len: usize,
+    clock_leeway: u64,
+    max_lifetime: u64,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct VectorKey {
+    id: u32,
+    algorithm: String,
+    status: String,
+    /// The configured secret, standard base64.
+    secret: String,
+    /// The working key after HKDF, hex: lets another implementation check its derivation.
+    derived_key: String,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct ValidVector {
+    name: String,
+    key_id: u32,
+    tool: String,
+    step: String,
+    /// The state as the CBOR bytes stored in the token, hex.
+    state_cbor: String,
+    /// The same state as JSON, for reading.
+    state_json: serde_json::Value,
+    ttl: u64,
+    /// Context bytes, hex (bound, not stored).
+    context: String,
+    /// Clock at mint and verify, unix seconds.
+    now: u64,
+    /// XChaCha20-Poly1305 nonce, hex; empty for HMAC.
+    nonce: String,
+    issued_at: u64,
+    expires_at: u64,
+    token: String,
+    token_chars: usize,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct SealedVector {
+    name: String,
+    key_id: u32,
+    payload: String,
+    aad: String,
+    nonce: String,
+    token: String,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct InvalidVector {
+    name: String,
+    /// "verify" (with `tool`, `context` and, if set, `expected_step`) or "unseal" (with `context` as aad).
+    operation: String,
+    token: String,
+    tool: String,
+    context: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expected_step: Option<String>,
+    now: u64,
+    expect_fail: String,
+}
+
+// ---- Definitions.
+
+const NOW: u64 = 1_764_460_800; // 2025-11-30T00:00:00Z
+const REFERENCE_CONTEXT: &[u8] = b"principal=user-42;audience=counter-server;method=tools/call";
+
+fn definition_keys() -> Vec<VectorKey> {
+    let key = |id: u32, algorithm: Algorithm, status: KeyStatus, fill: u8| {
+        let secret: Vec<u8> = (0..32u8)
+            .map(|i| i.wrapping_mul(7).wrapping_add(fill))
+            .collect();
+        VectorKey {
+            id,
+            algorithm: algorithm.name().into(),
+            status: status.name().into(),
+            secret: base64_standard(&secret),
+            derived_key: String::new(),
+        }
+    };
+    vec![
+        key(1, Algorithm::HmacSha256, KeyStatus::Active, 0x10),
+        key(2, Algorithm::XChaCha20Poly1305, KeyStatus::Primary, 0x20),
+        key(3, Algorithm::XChaCha20Poly1305, KeyStatus::Retired, 0x30),
+        key(200, Algorithm::HmacSha256, KeyStatus::Active, 0x40),
+    ]
+}
+
+fn base64_standard(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
+    KeySpec {
+        id: KeyId::new(k.id),
+        algorithm: Algorithm::from_name(&k.algorithm).expect("known algorithm"),
+        status,
+        created_at: None,
+        secret: Secret::from_base64(&k.secret).expect("base64 secret"),
+    }
+}
+
+/// The keyring every vector is verified under, statuses as in the file.
+fn verification_keyring(keys: &[VectorKey]) -> Keyring {
+    Keyring::new(
+        keys.iter()
+            .map(|k| spec_of(k, KeyStatus::from_name(&k.status).expect("known status"))),
+    )
+    .expect("vector keyring is valid")
+}
+
+/// A codec that mints under key `id` (as the only, primary key) with the
+/// given clock and nonce.
+fn minting_codec(keys: &[VectorKey], id: u32, now: u64, nonce: &[u8], policy: Policy) -> Codec {
+    let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
+    let keyring = Keyring::new([spec_of(k, KeyStatus::Primary)]).expect("one-key keyring");
+    Codec::with_parts(keyring, policy, FixedClock(now), FixedNonce(nonce.to_vec()))
+}
+
+fn verifying_codec(keys: &[VectorKey], now: u64) -> Codec {
+    Codec::with_parts(
+        verification_keyring(keys),
+        Policy::new(),
+        FixedClock(now),
+        FixedNonce(vec![]),
+    )
+}
+
+fn nonce_for(keys: &[VectorKey], id: u32, seed: u8) -> Vec<u8> {
+    let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
+    if k.algorithm == Algorithm::XChaCha20Poly1305.name() {
+        (0..24u8)
+            .map(|i| i.wrapping_mul(13).wrapping_add(seed))
+            .collect()
+    } else {
+        Vec::new()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn mint_vector(
+    keys: &[VectorKey],
+    name: &str,
+    key_id: u32,
+    tool: &str,
+    step: &str,
+    state_json: serde_json::Value,
+    ttl: u64,
+    context: &[u8],
+    seed: u8,
+) -> ValidVector {
+    let nonce = nonce_for(keys, key_id, seed);
+    let codec = minting_codec(keys, key_id, NOW, &nonce, Policy::new());
+    let state: ciborium::Value = serde_json::from_value(state_json.clone()).expect("state");
+    let mut state_cbor = Vec::new();
+    ciborium::into_writer(&state, &mut state_cbor).expect("cbor");
+    let minted = codec
+        .mint_detailed(tool, step, &state, Duration::from_secs(ttl), context)
+        .expect("vector mints");
+    ValidVector {
+        name: name.into(),
+        key_id,
+        tool: tool.into(),
+        step: step.into(),
+        state_cbor: hex::encode(state_cbor),
+        state_json,
+        ttl,
+        context: hex::encode(context),
+        now: NOW,
+        nonce: hex::encode(&nonce),
+        issued_at: minted.issued_at,
+        expires_at: minted.expires_at,
+        token_chars: minted.token.len(),
+        token: minted.token,
+    }
+}
+
+fn flip_bit(token: &str, byte: usize, mask: u8) -> String {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut raw = engine.decode(token).expect("valid token");
+    raw[byte] ^= mask;
+    engine.encode(raw)
+}
+
+fn invalid(v: &ValidVector, name: &str, token: String, expect_fail: &str) -> InvalidVector {
+    InvalidVector {
+        name: name.into(),
+        operation: "verify".into(),
+        token,
+        tool: v.tool.clone(),
+        context: v.context.clone(),
+        expected_step: None,
+        now: v.now,
+        expect_fail: expect_fail.into(),
+    }
+}
+
+fn generate() -> VectorFile {
+    let mut keys = definition_keys();
+    for k in &mut keys {
+        k.derived_key = hex::encode(reqstate_derived_key(k));
+    }
+    let reference = serde_json::json!({"current": 10, "amount": 5});
+    let valid = vec![
+        mint_vector(
+            &keys,
+            "hmac reference claims",
+            1,
+            "increase-counter",
+            "confirm",
+            reference.clone(),
+            600,
+            REFERENCE_CONTEXT,
+            0,
+        ),
+        mint_vector(
+            &keys,
+            "xchacha reference claims",
+            2,
+            "increase-counter",
+            "confirm",
+            reference.clone(),
+            600,
+            REFERENCE_CONTEXT,
+            1,
+        ),
+        mint_vector(
+            &keys,
+            "hmac empty context, two-byte key id",
+            200,
+            "whoami",
+            "username",
+            serde_json::json!(null),
+            60,
+            b"",
+            0,
+        ),
+        mint_vector(
+            &keys,
+            "xchacha nested state",
+            2,
+            "book-flight",
+            "pick-seat",
+            serde_json::json!({"from": "ZRH", "to": "SFO", "legs": [{"n": 1, "seat": null}, {"n": 2, "seat": "12A"}], "fare": 412.5, "ok": true}),
+            3600,
+            &[0u8, 1, 2, 3, 255],
+            2,
+        ),
+    ];
+
+    let sealed = [(1u32, 3u8), (2, 4)]
+        .into_iter()
+        .map(|(key_id, seed)| {
+            let nonce = nonce_for(&keys, key_id, seed);
+            let codec = minting_codec(&keys, key_id, NOW, &nonce, Policy::new());
+            let payload = br#"{"v":1,"t":"increase-counter","s":"opaque to reqstate"}"#;
+            let aad = b"tools/call";
+            SealedVector {
+                name: format!("sealed payload under key {key_id}"),
+                key_id,
+                payload: hex::encode(payload),
+                aad: hex::encode(aad),
+                nonce: hex::encode(&nonce),
+                token: codec.seal(payload, aad).expect("seal"),
+            }
+        })
+        .collect::<Vec<_>>();
+
+    let hmac = &valid[0];
+    let xchacha = &valid[1];
+    let mut bad = Vec::new();
+    for v in [hmac, xchacha] {
+        let alg = if v.key_id == 1 { "hmac" } else { "xchacha" };
+        let last = v.token_chars * 3 / 4 - 1;
+        bad.push(invalid(
+            v,
+            &format!("{alg}: last tag bit flipped"),
+            flip_bit(&v.token, last, 0x01),
+            "authentication_failed",
+        ));
+        bad.push(invalid(
+            v,
+            &format!("{alg}: body bit flipped"),
+            flip_bit(&v.token, 10 + 24 * usize::from(v.key_id == 2), 0x40),
+            "authentication_failed",
+        ));
+        let mut other_tool = invalid(
+            v,
+            &format!("{alg}: presented to another tool"),
+            v.token.clone(),
+            "authentication_failed",
+        );
+        other_tool.tool = "delete-everything".into();
+        bad.push(other_tool);
+        let mut other_context = invalid(
+            v,
+            &format!("{alg}: presented with another principal's context"),
+            v.token.clone(),
+            "authentication_failed",
+        );
+        other_context.context =
+            hex::encode(b"principal=user-43;audience=counter-server;method=tools/call");
+        bad.push(other_context);
+        let mut expired = invalid(
+            v,
+            &format!("{alg}: expired (now = expires_at + leeway)"),
+            v.token.clone(),
+            "expired",
+        );
+        expired.now = v.expires_at + Policy::DEFAULT_CLOCK_LEEWAY;
+        bad.push(expired);
+        let mut early = invalid(
+            v,
+            &format!("{alg}: issued beyond the clock leeway"),
+            v.token.clone(),
+            "not_yet_valid",
+        );
+        early.now = v.issued_at - Policy::DEFAULT_CLOCK_LEEWAY - 1;
+        bad.push(early);
+        let mut step = invalid(
+            v,
+            &format!("{alg}: wrong step"),
+            v.token.clone(),
+            "wrong_step",
+        );
+        step.expected_step = Some("amount".into());
+        bad.push(step);
+        bad.push(invalid(
+            v,
+            &format!("{alg}: algorithm bits swapped"),
+            flip_bit(&v.token, 0, 0x03),
+            "algorithm_mismatch",
+        ));
+        bad.push(invalid(
+            v,
+            &format!("{alg}: truncated to 20 characters"),
+            v.token[..20].into(),
+            "malformed",
+        ));
+        bad.push(invalid(
+            v,
+            &format!("{alg}: padded"),
+            format!("{}=", v.token),
+            "malformed",
+        ));
+    }
+    // Only a token whose byte length is not a multiple of 3 has unused trailing
+    // bits in its last character; the two-byte-key-id vector (41 bytes) does.
+    let short = &valid[2];
+    assert_eq!(
+        (short.token_chars * 3 / 4) % 3,
+        2,
+        "vector no longer has trailing bits"
+    );
+    bad.push(invalid(
+        short,
+        "non-canonical trailing base64 bits",
+        {
+            let mut t = short.token.clone();
+            let last = t.pop().expect("non-empty");
+            let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            let index = alphabet.find(last).expect("base64url");
+            // The low two bits of the last sextet are unused: set one of them.
+            t.push(alphabet.as_bytes()[index ^ 1] as char);
+            t
+        },
+        "malformed",
+    ));
+    // Version 2 in the header.
+    bad.push(invalid(
+        hmac,
+        "header version 2",
+        flip_bit(&hmac.token, 0, 0x30),
+        "unsupported_version",
+    ));
+    bad.push(invalid(
+        hmac,
+        "reserved algorithm identifier 3",
+        flip_bit(&hmac.token, 0, 0x02),
+        "unsupported_algorithm",
+    ));
+    bad.push(invalid(
+        hmac,
+        "key id 5 is not in the keyring",
+        flip_bit(&hmac.token, 1, 0x04),
+        "unknown_key",
+    ));
+    bad.push(invalid(
+        hmac,
+        "key id not minimally encoded",
+        {
+            use base64::Engine as _;
+            let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            let mut raw = engine.decode(&hmac.token).expect("valid");
+            raw[1] |= 0x80;
+            raw.insert(2, 0x00);
+            engine.encode(raw)
+        },
+        "malformed",
+    ));
+    let retired = mint_vector(
+        &keys,
+        "under retired key 3",
+        3,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        600,
+        REFERENCE_CONTEXT,
+        5,
+    );
+    bad.push(invalid(
+        &retired,
+        "genuine token under retired key 3",
+        retired.token.clone(),
+        "retired_key",
+    ));
+    let long = {
+        let nonce = nonce_for(&keys, 2, 6);
+        let policy = Policy::new()
+            .with_max_lifetime(Duration::from_secs(2 * 86_400))
+            .expect("policy");
+        let codec = minting_codec(&keys, 2, NOW, &nonce, policy);
+        codec
+            .mint(
+                "increase-counter",
+                "confirm",
+                &reference,
+                Duration::from_secs(2 * 86_400),
+                REFERENCE_CONTEXT,
+            )
+            .expect("mint")
+    };
+    bad.push(invalid(
+        xchacha,
+        "lifetime of two days exceeds the default maximum of one",
+        long,
+        "lifetime_too_long",
+    ));
+    let mut kind = invalid(
+        hmac,
+        "sealed token presented to verify",
+        sealed[0].token.clone(),
+        "wrong_kind",
+    );
+    kind.context = sealed[0].aad.clone();
+    bad.push(kind);
+    let mut unseal_state = invalid(
+        hmac,
+        "state token presented to unseal",
+        hmac.token.clone(),
+        "wrong_kind",
+    );
+    unseal_state.operation = "unseal".into();
+    bad.push(unseal_state);
+    let mut unseal_aad = invalid(
+        hmac,
+        "sealed token with another aad",
+        sealed[1].token.clone(),
+        "authentication_failed",
+    );
+    unseal_aad.operation = "unseal".into();
+    unseal_aad.context = hex::encode(b"prompts/get");
+    bad.push(unseal_aad);
+    bad.push(invalid(
+        hmac,
+        "longer than the 8192-character limit",
+        "A".repeat(Policy::DEFAULT_MAX_TOKEN_LEN + 1),
+        "too_large",
+    ));
+    bad.push(invalid(hmac, "empty", String::new(), "malformed"));
+    bad.push(invalid(hmac, "not base64url", "!!!!".into(), "malformed"));
+
+    VectorFile {
+        description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token verifies under the \
+                      keyring `keys` with the statuses given and the default `policy`; each valid and sealed \
+                      token was minted under its key_id as the only, primary key, at `now`, with `nonce` as \
+                      the random bytes. `context` and `aad` are hex."
+            .into(),
+        format_version: reqstate::VERSION,
+        policy: VectorPolicy {
+            max_token_len: Policy::DEFAULT_MAX_TOKEN_LEN,
+            clock_leeway: Policy::DEFAULT_CLOCK_LEEWAY,
+            max_lifetime: Policy::DEFAULT_MAX_LIFETIME,
+        },
+        keys,
+        valid,
+        sealed,
+        invalid: bad,
+    }
+}
+
+/// The working key as FORMAT.md derives it, computed independently of the
+/// crate with ring's HKDF, so the vector pins the derivation too.
+fn reqstate_derived_key(k: &VectorKey) -> [u8; 32] {
+    struct Len32;
+    impl ring::hkdf::KeyType for Len32 {
+        fn len(&self) -> usize {
+            32
+        }
+    }
+    let secret = Secret::from_base64(&k.secret).expect("secret");
+    let label = format!("reqstate/v1 {}", k.algorithm);
+    let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"reqstate/v1 keyring")
+        .extract(secret.expose());
+    let mut out = [0u8; 32];
+    prk.expand(&[label.as_bytes()], Len32)
+        .expect("expand")
+        .fill(&mut out)
+        .expect("fill");
+    out
+}
+
+fn load() -> VectorFile {
+    let text = std::fs::read_to_string(VECTORS_PATH).expect("tests/vectors/v1.json is readable");
+    serde_json::from_str(&text).expect("tests/vectors/v1.json parses")
+}
+
+// ---- Tests.
+
+#[test]
+fn vector_file_matches_its_definitions() {
+    let generated = generate();
+    if std::env::var_os("REQSTATE_WRITE_VECTORS").is_some() {
+        let text = serde_json::to_string_pretty(&generated).expect("serialize") + "\n";
+        std::fs::write(VECTORS_PATH, text).expect("write vectors");
+    }
+    assert_eq!(
+        load(),
+        generated,
+        "tests/vectors/v1.json is stale: see this file's header"
+    );
+}
+
+#[test]
+fn valid_vectors_mint_to_the_same_bytes() {
+    let file = load();
+    for v in &file.valid {
+        let nonce = hex::decode(&v.nonce).expect("hex");
+        let codec = minting_codec(&file.keys, v.key_id, v.now, &nonce, Policy::new());
+        let state: ciborium::Value =
+            ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..]).expect("cbor");
+        let context = hex::decode(&v.context).expect("hex");
+        let token = codec
+            .mint(
+                &v.tool,
+                &v.step,
+                &state,
+                Duration::from_secs(v.ttl),
+                &context,
+            )
+            .expect("mint");
+        assert_eq!(token, v.token, "{}", v.name);
+        assert_eq!(token.len(), v.token_chars, "{}", v.name);
+    }
+    for s in &file.sealed {
+        let nonce = hex::decode(&s.nonce).expect("hex");
+        let codec = minting_codec(&file.keys, s.key_id, NOW, &nonce, Policy::new());
+        let token = codec
+            .seal(
+                &hex::decode(&s.payload).expect("hex"),
+                &hex::decode(&s.aad).expect("hex"),
+            )
+            .expect("seal");
+        assert_eq!(token, s.token, "{}", s.name);
+    }
+}
+
+#[test]
+fn valid_vectors_verify_to_their_claims() {
+    let file = load();
+    for v in &file.valid {
+        let codec = verifying_codec(&file.keys, v.now);
+        let context = hex::decode(&v.context).expect("hex");
+        let got = codec
+            .verify_step::<ciborium::Value>(&v.token, &v.tool, &v.step, &context)
+            .unwrap_or_else(|e| panic!("{}: {e}", v.name));
+        let mut state_cbor = Vec::new();
+        ciborium::into_writer(&got.state, &mut state_cbor).expect("cbor");
+        assert_eq!(hex::encode(state_cbor), v.state_cbor, "{}", v.name);
+        let as_json: serde_json::Value = serde_json::to_value(&got.state).expect("json");
+        assert_eq!(as_json, v.state_json, "{}", v.name);
+        assert_eq!(
+            (got.key_id.get(), got.issued_at, got.expires_at),
+            (v.key_id, v.issued_at, v.expires_at),
+            "{}",
+            v.name
+        );
+    }
+    for s in &file.sealed {
+        let codec = verifying_codec(&file.keys, NOW);
+        let payload = codec
+            .unseal(&s.token, &hex::decode(&s.aad).expect("hex"))
+            .expect("unseal");
+        assert_eq!(hex::encode(payload), s.payload, "{}", s.name);
+    }
+}
+
+fn run_invalid(file: &VectorFile, v: &InvalidVector) -> Result<(), Error> {
+    let codec = verifying_codec(&file.keys, v.now);
+    let context = hex::decode(&v.context).expect("hex");
+    match (v.operation.as_str(), &v.expected_step) {
+        ("unseal", _) => codec.unseal(&v.token, &context).map(drop),
+        ("verify", Some(step)) => codec
+            .verify_step::<ciborium::Value>(&v.token, &v.tool, step, &context)
+            .map(drop),
+        ("verify", None) => codec
+            .verify::<ciborium::Value>(&v.token, &v.tool, &context)
+            .map(drop),
+        (other, _) => panic!("unknown operation {other}"),
+    }
+}
+
+#[test]
+fn invalid_vectors_fail_with_their_reason() {
+    let file = load();
+    assert!(file.invalid.len() >= 30, "the invalid set shrank");
+    for v in &file.invalid {
+        match run_invalid(&file, v) {
+            Ok(()) => panic!("{}: accepted", v.name),
+            Err(e) => assert_eq!(e.reason(), v.expect_fail, "{}: {e}", v.name),
+        }
+    }
+}
+
+#[test]
+fn every_valid_vector_with_any_one_byte_changed_is_rejected() {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let file = load();
+    let mut checked = 0;
+    for v in &file.valid {
+        let codec = verifying_codec(&file.keys, v.now);
+        let context = hex::decode(&v.context).expect("hex");
+        let raw = engine.decode(&v.token).expect("valid");
+        for i in 0..raw.len() {
+            let mut changed = raw.clone();
+            changed[i] = changed[i].wrapping_add(1);
+            let token = engine.encode(&changed);
+            assert!(
+                codec
+                    .verify::<ciborium::Value>(&token, &v.tool, &context)
+                    .is_err(),
+                "{}: byte {i} changed and still accepted",
+                v.name
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 200);
+}
+
+#[test]
+fn reference_claims_fit_the_size_targets() {
+    let file = load();
+    let size = |name: &str| {
+        file.valid
+            .iter()
+            .find(|v| v.name == name)
+            .expect("vector")
+            .token_chars
+    };
+    // Targets from the project brief: 96 characters (HMAC), 112 (AEAD).
+    assert!(
+        size("hmac reference claims") <= 96,
+        "{}",
+        size("hmac reference claims")
+    );
+    assert!(
+        size("xchacha reference claims") <= 112,
+        "{}",
+        size("xchacha reference claims")
+    );
+}
