@@ -1,0 +1,101 @@
+//! Property tests: arbitrary claims round-trip, and arbitrary input never
+//! panics or verifies.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use reqstate::{
+    Algorithm, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, OsRandom, Policy, Secret,
+};
+
+const NOW: u64 = 1_764_460_800;
+
+fn codec(algorithm: Algorithm) -> Codec {
+    let keyring = Keyring::new([KeySpec {
+        id: KeyId::new(3),
+        algorithm,
+        status: KeyStatus::Primary,
+        created_at: None,
+        secret: Secret::new(vec![0x42; 32]),
+    }])
+    .expect("keyring");
+    Codec::with_parts(keyring, Policy::new(), FixedClock(NOW), OsRandom::new())
+}
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<u64>().prop_map(serde_json::Value::from),
+        ".{0,20}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+            prop::collection::btree_map(".{0,8}", inner, 0..6)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn minted_tokens_verify_to_the_same_claims(
+        hmac in any::<bool>(),
+        tool in "[a-z][a-z0-9_-]{0,40}",
+        step in ".{1,30}",
+        state in json_value(),
+        ttl in 1u64..=86_400,
+        context in prop::collection::vec(any::<u8>(), 0..100),
+    ) {
+        let algorithm = if hmac { Algorithm::HmacSha256 } else { Algorithm::XChaCha20Poly1305 };
+        let c = codec(algorithm);
+        let minted = c.mint_detailed(&tool, &step, &state, Duration::from_secs(ttl), &context).unwrap();
+        let got = c.verify::<serde_json::Value>(&minted.token, &tool, &context).unwrap();
+        prop_assert_eq!(&got.state, &state);
+        prop_assert_eq!(&got.step, &step);
+        prop_assert_eq!(got.issued_at, NOW);
+        prop_assert_eq!(got.expires_at, NOW + ttl);
+        prop_assert_eq!(got.key_id, KeyId::new(3));
+    }
+
+    #[test]
+    fn sealed_payloads_round_trip(
+        hmac in any::<bool>(),
+        payload in prop::collection::vec(any::<u8>(), 0..300),
+        aad in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let algorithm = if hmac { Algorithm::HmacSha256 } else { Algorithm::XChaCha20Poly1305 };
+        let c = codec(algorithm);
+        let token = c.seal(&payload, &aad).unwrap();
+        prop_assert_eq!(c.unseal(&token, &aad).unwrap(), payload);
+    }
+
+    #[test]
+    fn arbitrary_strings_never_verify_or_panic(token in ".{0,300}") {
+        for algorithm in Algorithm::ALL {
+            let c = codec(algorithm);
+            prop_assert!(c.verify::<serde_json::Value>(&token, "t", b"").is_err());
+            prop_assert!(c.unseal(&token, b"").is_err());
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_valid_header_never_verify_or_panic(
+        header in prop_oneof![Just(0x11u8), Just(0x12), Just(0x15), Just(0x16)],
+        body in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        use base64::Engine as _;
+        let mut raw = vec![header, 3];
+        raw.extend(body);
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+        for algorithm in Algorithm::ALL {
+            let c = codec(algorithm);
+            prop_assert!(c.verify::<serde_json::Value>(&token, "t", b"").is_err());
+            prop_assert!(c.unseal(&token, b"").is_err());
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Tampering and misuse: every altered, re-targeted, re-keyed or out-of-time
+//! token is refused, for every algorithm and both token kinds.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use reqstate::{
+    Algorithm, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, OsRandom, Policy,
+    Secret,
+};
+use serde::{Deserialize, Serialize};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+const NOW: u64 = 1_764_460_800;
+const TOOL: &str = "increase-counter";
+const CONTEXT: &[u8] = b"principal=user-42;audience=counter-server;method=tools/call";
+
+#[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
+struct Counter {
+    current: u64,
+    amount: u64,
+}
+
+fn spec(id: u32, algorithm: Algorithm, status: KeyStatus, byte: u8) -> KeySpec {
+    KeySpec {
+        id: KeyId::new(id),
+        algorithm,
+        status,
+        created_at: None,
+        secret: Secret::new(vec![byte; 32]),
+    }
+}
+
+fn codec_with(specs: Vec<KeySpec>, now: u64) -> Codec {
+    Codec::with_parts(
+        Keyring::new(specs).expect("keyring"),
+        Policy::new(),
+        FixedClock(now),
+        OsRandom::new(),
+    )
+}
+
+fn codec(algorithm: Algorithm) -> Codec {
+    codec_with(vec![spec(7, algorithm, KeyStatus::Primary, 0xa5)], NOW)
+}
+
+fn state() -> Counter {
+    Counter {
+        current: 10,
+        amount: 5,
+    }
+}
+
+fn mint(c: &Codec) -> String {
+    c.mint(TOOL, "confirm", &state(), Duration::from_secs(600), CONTEXT)
+        .expect("mint")
+}
+
+fn verify(c: &Codec, token: &str) -> Result<reqstate::Verified<Counter>, Error> {
+    c.verify::<Counter>(token, TOOL, CONTEXT)
+}
+
+#[test]
+fn every_single_bit_flip_is_rejected() {
+    let mut count = 0;
+    for algorithm in Algorithm::ALL {
+        let c = codec(algorithm);
+        for token in [mint(&c), c.seal(b"payload bytes", CONTEXT).expect("seal")] {
+            let raw = B64.decode(&token).expect("valid");
+            for bit in 0..raw.len() * 8 {
+                let mut flipped = raw.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                let flipped = B64.encode(&flipped);
+                assert!(
+                    verify(&c, &flipped).is_err(),
+                    "{algorithm}: bit {bit} flip accepted"
+                );
+                assert!(
+                    c.unseal(&flipped, CONTEXT).is_err(),
+                    "{algorithm}: bit {bit} flip unsealed"
+                );
+                count += 1;
+            }
+        }
+    }
+    println!("single-bit flips rejected: {count}");
+    assert!(count > 1500);
+}
+
+#[test]
+fn every_truncation_and_extension_is_rejected() {
+    let mut count = 0;
+    for algorithm in Algorithm::ALL {
+        let c = codec(algorithm);
+        let token = mint(&c);
+        let raw = B64.decode(&token).expect("valid");
+        for len in 0..raw.len() {
+            assert!(
+                verify(&c, &B64.encode(&raw[..len])).is_err(),
+                "{algorithm}: {len}-byte prefix accepted"
+            );
+            count += 1;
+        }
+        for extra in 1..=64usize {
+            let mut longer = raw.clone();
+            longer.extend((0..extra).map(|i| i as u8));
+            assert!(
+                verify(&c, &B64.encode(&longer)).is_err(),
+                "{algorithm}: +{extra} bytes accepted"
+            );
+            count += 1;
+        }
+        // Character-level: every prefix of the text form too.
+        for len in 0..token.len() {
+            assert!(
+                verify(&c, &token[..len]).is_err(),
+                "{algorithm}: {len}-char prefix accepted"
+            );
+            count += 1;
+        }
+    }
+    println!("truncations and extensions rejected: {count}");
+}
+
+#[test]
+fn tokens_are_bound_to_tool_context_and_step() {
+    for algorithm in Algorithm::ALL {
+        let c = codec(algorithm);
+        let token = mint(&c);
+        assert_eq!(verify(&c, &token).expect("genuine").state, state());
+        assert_eq!(
+            c.verify::<Counter>(&token, "other-tool", CONTEXT)
+                .unwrap_err(),
+            Error::AuthenticationFailed
+        );
+        assert_eq!(
+            c.verify::<Counter>(
+                &token,
+                TOOL,
+                b"principal=user-43;audience=counter-server;method=tools/call"
+            )
+            .unwrap_err(),
+            Error::AuthenticationFailed
+        );
+        assert_eq!(
+            c.verify::<Counter>(&token, TOOL, b"").unwrap_err(),
+            Error::AuthenticationFailed
+        );
+        assert_eq!(
+            c.verify_step::<Counter>(&token, TOOL, "amount", CONTEXT)
+                .unwrap_err(),
+            Error::WrongStep {
+                expected: "amount".into(),
+                found: "confirm".into()
+            }
+        );
+        assert!(
+            c.verify_step::<Counter>(&token, TOOL, "confirm", CONTEXT)
+                .is_ok()
+        );
+    }
+}
+
+#[test]
+fn tool_and_context_boundaries_cannot_be_shifted() {
+    // Length prefixes keep "ab" + "c" apart from "a" + "bc".
+    for algorithm in Algorithm::ALL {
+        let c = codec(algorithm);
+        let token = c
+            .mint("ab", "s", &1u8, Duration::from_secs(60), b"c")
+            .expect("mint");
+        assert!(c.verify::<u8>(&token, "a", b"bc").is_err());
+        assert!(c.verify::<u8>(&token, "ab", b"c").is_ok());
+    }
+}
+
+#[test]
+fn a_token_under_another_key_with_the_same_id_is_rejected() {
+    for algorithm in Algorithm::ALL {
+        let ours = codec_with(vec![spec(7, algorithm, KeyStatus::Primary, 0xa5)], NOW);
+        let theirs = codec_with(vec![spec(7, algorithm, KeyStatus::Primary, 0x5a)], NOW);
+        let forged = mint(&theirs);
+        assert_eq!(
+            verify(&ours, &forged).unwrap_err(),
+            Error::AuthenticationFailed
+        );
+        let sealed = theirs.seal(b"x", b"").expect("seal");
+        assert_eq!(
+            ours.unseal(&sealed, b"").unwrap_err(),
+            Error::AuthenticationFailed
+        );
+    }
+}
+
+#[test]
+fn the_same_secret_under_the_other_algorithm_does_not_verify() {
+    // Algorithm confusion: the key decides, and derivation separates the two.
+    let hmac = codec_with(
+        vec![spec(7, Algorithm::HmacSha256, KeyStatus::Primary, 0xa5)],
+        NOW,
+    );
+    let aead = codec_with(
+        vec![spec(
+            7,
+            Algorithm::XChaCha20Poly1305,
+            KeyStatus::Primary,
+            0xa5,
+        )],
+        NOW,
+    );
+    for (from, to) in [(&hmac, &aead), (&aead, &hmac)] {
+        let token = mint(from);
+        assert!(matches!(
+            verify(to, &token).unwrap_err(),
+            Error::AlgorithmMismatch { .. }
+        ));
+        // Rewriting the header's algorithm bits to match the key still fails the tag.
+        let mut raw = B64.decode(&token).expect("valid");
+        raw[0] ^= 0b11;
+        assert!(verify(to, &B64.encode(&raw)).is_err());
+    }
+}
+
+#[test]
+fn expiry_and_issue_time_are_enforced_with_the_leeway() {
+    for algorithm in Algorithm::ALL {
+        let minted = codec(algorithm)
+            .mint_detailed(TOOL, "confirm", &state(), Duration::from_secs(600), CONTEXT)
+            .expect("mint");
+        let at = |now: u64| codec_with(vec![spec(7, algorithm, KeyStatus::Primary, 0xa5)], now);
+        let leeway = Policy::DEFAULT_CLOCK_LEEWAY;
+        assert!(verify(&at(minted.expires_at + leeway - 1), &minted.token).is_ok());
+        assert_eq!(
+            verify(&at(minted.expires_at + leeway), &minted.token).unwrap_err(),
+            Error::Expired {
+                expires_at: minted.expires_at,
+                now: minted.expires_at + leeway
+            }
+        );
+        assert!(verify(&at(minted.issued_at - leeway), &minted.token).is_ok());
+        assert_eq!(
+            verify(&at(minted.issued_at - leeway - 1), &minted.token).unwrap_err(),
+            Error::NotYetValid {
+                issued_at: minted.issued_at,
+                now: minted.issued_at - leeway - 1
+            }
+        );
+    }
+}
+
+#[test]
+fn retired_key_is_refused_and_active_key_still_verifies() {
+    for algorithm in Algorithm::ALL {
+        let old = codec_with(vec![spec(1, algorithm, KeyStatus::Primary, 1)], NOW);
+        let token = mint(&old);
+        let rotated = codec_with(
+            vec![
+                spec(1, algorithm, KeyStatus::Active, 1),
+                spec(2, algorithm, KeyStatus::Primary, 2),
+            ],
+            NOW,
+        );
+        assert_eq!(
+            verify(&rotated, &token)
+                .expect("active key verifies")
+                .key_id,
+            KeyId::new(1)
+        );
+        assert_eq!(mint_key(&rotated), KeyId::new(2));
+        let retired = codec_with(
+            vec![
+                spec(1, algorithm, KeyStatus::Retired, 1),
+                spec(2, algorithm, KeyStatus::Primary, 2),
+            ],
+            NOW,
+        );
+        assert_eq!(
+            verify(&retired, &token).unwrap_err(),
+            Error::RetiredKey(KeyId::new(1))
+        );
+        let removed = codec_with(vec![spec(2, algorithm, KeyStatus::Primary, 2)], NOW);
+        assert_eq!(
+            verify(&removed, &token).unwrap_err(),
+            Error::UnknownKey(KeyId::new(1))
+        );
+    }
+}
+
+fn mint_key(c: &Codec) -> KeyId {
+    c.mint_detailed(TOOL, "s", &0u8, Duration::from_secs(1), b"")
+        .expect("mint")
+        .key_id
+}
+
+#[test]
+fn sealed_and_state_tokens_never_cross() {
+    for algorithm in Algorithm::ALL {
+        let c = codec(algorithm);
+        let sealed = c.seal(b"\xa1\x01\x02", CONTEXT).expect("seal");
+        assert!(matches!(
+            verify(&c, &sealed).unwrap_err(),
+            Error::WrongKind { .. }
+        ));
+        let token = mint(&c);
+        assert!(matches!(
+            c.unseal(&token, CONTEXT).unwrap_err(),
+            Error::WrongKind { .. }
+        ));
+        assert_eq!(c.unseal(&sealed, CONTEXT).expect("unseal"), b"\xa1\x01\x02");
+    }
+}
+
+#[test]
+fn hmac_state_is_readable_and_aead_state_is_not() {
+    let needle = b"secret-looking-state";
+    let readable = |algorithm| {
+        let c = codec(algorithm);
+        let t = c
+            .mint(
+                TOOL,
+                "s",
+                &"secret-looking-state",
+                Duration::from_secs(60),
+                b"",
+            )
+            .expect("mint");
+        let raw = B64.decode(t).expect("valid");
+        raw.windows(needle.len()).any(|w| w == needle)
+    };
+    assert!(readable(Algorithm::HmacSha256));
+    assert!(!readable(Algorithm::XChaCha20Poly1305));
+}
+
+#[test]
+fn aead_tokens_for_the_same_claims_differ() {
+    let c = codec(Algorithm::XChaCha20Poly1305);
+    assert_ne!(mint(&c), mint(&c));
+}
+
+#[test]
+fn mint_refuses_bad_arguments() {
+    let c = codec(Algorithm::DEFAULT);
+    let ttl = Duration::from_secs(60);
+    assert!(matches!(
+        c.mint("", "s", &1u8, ttl, b""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.mint(&"t".repeat(257), "s", &1u8, ttl, b""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.mint("t", "", &1u8, ttl, b""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.mint("t", "s", &1u8, Duration::from_millis(999), b""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.mint("t", "s", &1u8, Duration::from_secs(86_401), b""),
+        Err(Error::LifetimeTooLong {
+            lifetime: 86_401,
+            max: 86_400
+        })
+    ));
+    assert!(matches!(
+        c.mint("t", "s", &1u8, ttl, &vec![0; 65_537]),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A state too large for the policy is refused at mint, not at verify.
+    assert!(matches!(
+        c.mint("t", "s", &"x".repeat(9000), ttl, b""),
+        Err(Error::TooLarge { .. })
+    ));
+    // A state nested deeper than verification accepts is refused at mint.
+    let mut deep = serde_json::json!(1);
+    for _ in 0..20 {
+        deep = serde_json::json!([deep]);
+    }
+    assert!(matches!(
+        c.mint("t", "s", &deep, ttl, b""),
+        Err(Error::StateEncoding(_))
+    ));
+}
+
+#[test]
+fn state_of_the_wrong_type_is_a_decoding_error_after_verification() {
+    let c = codec(Algorithm::DEFAULT);
+    let token = c
+        .mint(TOOL, "s", &"text", Duration::from_secs(60), b"")
+        .expect("mint");
+    assert!(matches!(
+        c.verify::<Counter>(&token, TOOL, b""),
+        Err(Error::StateDecoding(_))
+    ));
+}
+
+#[test]
+fn policy_bounds_are_enforced() {
+    assert!(
+        Policy::new()
+            .with_clock_leeway(Duration::from_secs(601))
+            .is_err()
+    );
+    assert!(
+        Policy::new()
+            .with_clock_leeway(Duration::from_secs(600))
+            .is_ok()
+    );
+    assert!(Policy::new().with_max_token_len(63).is_err());
+    assert!(Policy::new().with_max_lifetime(Duration::ZERO).is_err());
+    let tight = Policy::new().with_max_token_len(100).expect("policy");
+    let c = codec(Algorithm::XChaCha20Poly1305).with_policy(tight);
+    let long_token = codec(Algorithm::XChaCha20Poly1305)
+        .mint(
+            TOOL,
+            "confirm",
+            &"x".repeat(200),
+            Duration::from_secs(60),
+            CONTEXT,
+        )
+        .expect("mint");
+    assert!(matches!(
+        verify(&c, &long_token),
+        Err(Error::TooLarge { max: 100, .. })
+    ));
+}
+
+#[test]
+fn keys_never_show_in_debug_output() {
+    let secret_byte_pattern = "165, 165"; // 0xa5 as Debug would print it
+    let c = codec(Algorithm::HmacSha256);
+    let shown = format!("{c:?} {:?} {:?}", c.keyring(), Secret::new(vec![0xa5; 32]));
+    assert!(!shown.contains(secret_byte_pattern), "{shown}");
+    assert!(!shown.to_lowercase().contains("a5a5"), "{shown}");
+    assert!(shown.contains("HmacSha256"));
+}
