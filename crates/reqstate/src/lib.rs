@@ -78,4 +78,9 @@ pub use error::{Error, KeyringError};
 pub use keyring::{
     Algorithm, Key, KeyId, KeySpec, KeyStatus, Keyring, MAX_SECRET_LEN, MIN_SECRET_LEN, Secret,
 };
+/// The README's Rust snippets, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use token::{MAX_STATE_DEPTH, TAG_LEN, TokenKind, UntrustedToken, VERSION, XNONCE_LEN};

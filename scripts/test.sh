@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine, installing what it needs
+# first: the README's test command, and what .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "prerequisites"
+# ring needs clang to build for wasm32; everything else comes from crates.io.
+if ! command -v clang >/dev/null 2>&1; then
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    $sudo_cmd apt-get install -y -qq clang
+fi
+rustup component add rustfmt clippy >/dev/null
+rustup target add x86_64-unknown-none wasm32-unknown-unknown >/dev/null
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "tests (unit, integration, doc)"
+cargo test --workspace --locked
+
+step "no_std builds of the core crate"
+(
+    cd .ci/no-std-check
+    export CARGO_TARGET_DIR=../../target/no-std
+    cargo build --locked --target wasm32-unknown-unknown
+    RUSTFLAGS="-C target-feature=+sse,+sse2" cargo build --locked --target x86_64-unknown-none
+)
+
+step "all tests passed"
