@@ -32,4 +32,10 @@ step "no_std builds of the core crate"
     RUSTFLAGS="-C target-feature=+sse,+sse2" cargo build --locked --target x86_64-unknown-none
 )
 
+step "independent Python verifier of the format (tests/vectors/verify_v1.py)"
+# Written from docs/FORMAT.md alone: proves the spec and the vectors agree.
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -r tests/vectors/requirements.txt
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/verify_v1.py
+
 step "all tests passed"

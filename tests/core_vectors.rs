@@ -37,6 +37,20 @@ struct VectorFile {
     valid: Vec<ValidVector>,
     sealed: Vec<SealedVector>,
     invalid: Vec<InvalidVector>,
+    call_context: Vec<CallContextVector>,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct CallContextVector {
+    principal: String,
+    audience: String,
+    method: String,
+    /// The arguments as a client might send them (any key order, any spacing).
+    arguments_json: String,
+    /// FORMAT.md §7's canonical JSON of the arguments.
+    canonical_json: String,
+    /// The 32-byte context, hex.
+    context: String,
 }
 
 #[derive(Serialize, Deserialize, PartialEq, Debug)]
@@ -84,6 +98,7 @@ struct ValidVector {
 struct SealedVector {
     name: String,
     key_id: u32,
+    now: u64,
     payload: String,
     aad: String,
     nonce: String,
@@ -304,6 +319,7 @@ fn generate() -> VectorFile {
             SealedVector {
                 name: format!("sealed payload under key {key_id}"),
                 key_id,
+                now: NOW,
                 payload: hex::encode(payload),
                 aad: hex::encode(aad),
                 nonce: hex::encode(&nonce),
@@ -498,6 +514,7 @@ fn generate() -> VectorFile {
         "wrong_kind",
     );
     unseal_state.operation = "unseal".into();
+    unseal_state.tool = String::new();
     bad.push(unseal_state);
     let mut unseal_aad = invalid(
         hmac,
@@ -506,6 +523,7 @@ fn generate() -> VectorFile {
         "authentication_failed",
     );
     unseal_aad.operation = "unseal".into();
+    unseal_aad.tool = String::new();
     unseal_aad.context = hex::encode(b"prompts/get");
     bad.push(unseal_aad);
     bad.push(invalid(
@@ -516,12 +534,169 @@ fn generate() -> VectorFile {
     ));
     bad.push(invalid(hmac, "empty", String::new(), "malformed"));
     bad.push(invalid(hmac, "not base64url", "!!!!".into(), "malformed"));
+    bad.push(invalid(
+        hmac,
+        "reserved token kind 2",
+        flip_bit(&hmac.token, 0, 0x08),
+        "malformed",
+    ));
+    bad.push(invalid(
+        hmac,
+        "key id of 2^32",
+        with_key_id(&hmac.token, &[0x80, 0x80, 0x80, 0x80, 0x10]),
+        "malformed",
+    ));
+    bad.push(invalid(
+        hmac,
+        "key id encoding of 6 bytes",
+        with_key_id(&hmac.token, &[0x81, 0x80, 0x80, 0x80, 0x80, 0x00]),
+        "malformed",
+    ));
+
+    // Bodies only a key holder can produce: authenticated, then refused by the
+    // claims checks (FORMAT.md §8 steps 9-10).
+    let state = hex::decode(&hmac.state_cbor).expect("hex");
+    let envelope = |iat: &[u8], lifetime: &[u8], step: &[u8], state: &[u8]| {
+        let mut b = vec![0xa4, 0x01];
+        b.extend_from_slice(iat);
+        b.push(0x02);
+        b.extend_from_slice(lifetime);
+        b.push(0x03);
+        b.extend_from_slice(step);
+        b.push(0x04);
+        b.extend_from_slice(state);
+        b
+    };
+    let iat = [0x1a, 0x69, 0x2b, 0x89, 0x00];
+    let ttl = [0x19, 0x02, 0x58];
+    let step = [0x67, b'c', b'o', b'n', b'f', b'i', b'r', b'm'];
+    let mut long_step = vec![0x79, 0x01, 0x01];
+    long_step.extend(std::iter::repeat_n(b'x', 257));
+    let mut deep = vec![0x81u8; 17];
+    deep.push(0x00);
+    let mut trailing = state.clone();
+    trailing.push(0x00);
+    let forged_bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("lifetime zero", envelope(&iat, &[0x00], &step, &state)),
+        (
+            "expiry overflows 64 bits",
+            envelope(
+                &[0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+                &[0x01],
+                &step,
+                &state,
+            ),
+        ),
+        (
+            "issued_at not in shortest form",
+            envelope(
+                &[0x1b, 0, 0, 0, 0, 0x69, 0x2b, 0x89, 0x00],
+                &ttl,
+                &step,
+                &state,
+            ),
+        ),
+        ("map keys out of order", {
+            let mut b = vec![0xa4, 0x02];
+            b.extend_from_slice(&ttl);
+            b.push(0x01);
+            b.extend_from_slice(&iat);
+            b.push(0x03);
+            b.extend_from_slice(&step);
+            b.push(0x04);
+            b.extend_from_slice(&state);
+            b
+        }),
+        ("empty step", envelope(&iat, &ttl, &[0x60], &state)),
+        (
+            "step of 257 bytes",
+            envelope(&iat, &ttl, &long_step, &state),
+        ),
+        (
+            "step not UTF-8",
+            envelope(&iat, &ttl, &[0x62, 0xc3, 0x28], &state),
+        ),
+        ("state nested 17 levels", envelope(&iat, &ttl, &step, &deep)),
+        (
+            "state text not UTF-8",
+            envelope(&iat, &ttl, &step, &[0x62, 0xc3, 0x28]),
+        ),
+        (
+            "trailing byte after the state",
+            envelope(&iat, &ttl, &step, &trailing),
+        ),
+        ("no state", envelope(&iat, &ttl, &step, &[])),
+        (
+            "two-byte simple value below 32",
+            envelope(&iat, &ttl, &step, &[0xf8, 0x10]),
+        ),
+    ];
+    for (key_id, alg) in [(1u32, "hmac"), (2, "xchacha")] {
+        let base = if key_id == 1 { hmac } else { xchacha };
+        for (name, body) in &forged_bodies {
+            let token = forge(
+                &keys,
+                key_id,
+                body,
+                base.tool.as_bytes(),
+                REFERENCE_CONTEXT,
+                &nonce_for(&keys, key_id, 7),
+            );
+            bad.push(invalid(
+                base,
+                &format!("{alg}: key holder's body: {name}"),
+                token,
+                "malformed",
+            ));
+        }
+    }
+
+    let call_context = [
+        (
+            "user-42",
+            "counter-server",
+            "tools/call",
+            r#"{"current": 10}"#,
+        ),
+        (
+            "user-42",
+            "counter-server",
+            "tools/call",
+            r#"{ "b": [1, 2, {"z": null, "a": true}], "a": "x\"y\n", "é": -7 }"#,
+        ),
+        ("", "", "prompts/get", "{}"),
+        (
+            "alice@example.com",
+            "https://mcp.example.com",
+            "resources/read",
+            r#"{"uri":"file:///tmp/a b","n":1.5}"#,
+        ),
+    ]
+    .into_iter()
+    .map(|(principal, audience, method, arguments_json)| {
+        let value: serde_json::Value = serde_json::from_str(arguments_json).expect("json");
+        CallContextVector {
+            principal: principal.into(),
+            audience: audience.into(),
+            method: method.into(),
+            arguments_json: arguments_json.into(),
+            canonical_json: reqstate::canonical_json(&value),
+            context: hex::encode(
+                reqstate::call_context(principal, audience, method, arguments_json)
+                    .expect("context"),
+            ),
+        }
+    })
+    .collect();
 
     VectorFile {
         description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token verifies under the \
                       keyring `keys` with the statuses given and the default `policy`; each valid and sealed \
                       token was minted under its key_id as the only, primary key, at `now`, with `nonce` as \
-                      the random bytes. `context` and `aad` are hex."
+                      the random bytes. Encodings: `secret` is standard base64 with padding; `derived_key`, \
+                      `nonce`, `state_cbor`, `payload`, `aad` and `context` are hex; tokens are base64url \
+                      without padding. Invalid vectors whose name starts with \"key holder's body\" carry a \
+                      genuine tag over a body the format forbids. `call_context` pins FORMAT.md section 7."
             .into(),
         format_version: reqstate::VERSION,
         policy: VectorPolicy {
@@ -533,7 +708,76 @@ fn generate() -> VectorFile {
         valid,
         sealed,
         invalid: bad,
+        call_context,
     }
+}
+
+/// Replaces a token's key id bytes (keeping the header and the rest).
+fn with_key_id(token: &str, key_id: &[u8]) -> String {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let raw = engine.decode(token).expect("valid");
+    let mut out = vec![raw[0]];
+    out.extend_from_slice(key_id);
+    out.extend_from_slice(&raw[2..]);
+    engine.encode(out)
+}
+
+/// A state token over an arbitrary body, made with the derived key directly as
+/// FORMAT.md §4 says: what only a key holder could produce.
+fn forge(
+    keys: &[VectorKey],
+    key_id: u32,
+    body: &[u8],
+    tool: &[u8],
+    context: &[u8],
+    nonce: &[u8],
+) -> String {
+    use base64::Engine as _;
+    let k = keys.iter().find(|k| k.id == key_id).expect("key");
+    let working = hex::decode(&k.derived_key).expect("hex");
+    let algorithm = Algorithm::from_name(&k.algorithm).expect("algorithm");
+    let header = 0x10
+        | if algorithm == Algorithm::HmacSha256 {
+            1
+        } else {
+            2
+        };
+    let mut prefix = vec![header];
+    assert!(key_id < 128);
+    prefix.push(key_id as u8);
+    let mut ad = prefix.clone();
+    ad.extend_from_slice(&(tool.len() as u32).to_be_bytes());
+    ad.extend_from_slice(tool);
+    ad.extend_from_slice(&(context.len() as u32).to_be_bytes());
+    ad.extend_from_slice(context);
+    let mut out = prefix;
+    if algorithm == Algorithm::HmacSha256 {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &working);
+        let mut msg = ad;
+        msg.extend_from_slice(body);
+        out.extend_from_slice(body);
+        out.extend_from_slice(&ring::hmac::sign(&key, &msg).as_ref()[..16]);
+    } else {
+        let hkey = chacha20::Key::try_from(&working[..]).expect("32 bytes");
+        let hin: [u8; 16] = nonce[..16].try_into().expect("16 bytes");
+        let sub: [u8; 32] = chacha20::hchacha::<chacha20::R20>(&hkey, &hin.into()).into();
+        let mut n12 = [0u8; 12];
+        n12[4..].copy_from_slice(&nonce[16..24]);
+        let key = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &sub).expect("key"),
+        );
+        let mut sealed = body.to_vec();
+        key.seal_in_place_append_tag(
+            ring::aead::Nonce::assume_unique_for_key(n12),
+            ring::aead::Aad::from(&ad[..]),
+            &mut sealed,
+        )
+        .expect("seal");
+        out.extend_from_slice(nonce);
+        out.extend_from_slice(&sealed);
+    }
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(out)
 }
 
 /// The working key as FORMAT.md derives it, computed independently of the
@@ -601,7 +845,7 @@ fn valid_vectors_mint_to_the_same_bytes() {
     }
     for s in &file.sealed {
         let nonce = hex::decode(&s.nonce).expect("hex");
-        let codec = minting_codec(&file.keys, s.key_id, NOW, &nonce, Policy::new());
+        let codec = minting_codec(&file.keys, s.key_id, s.now, &nonce, Policy::new());
         let token = codec
             .seal(
                 &hex::decode(&s.payload).expect("hex"),
@@ -634,7 +878,7 @@ fn valid_vectors_verify_to_their_claims() {
         );
     }
     for s in &file.sealed {
-        let codec = verifying_codec(&file.keys, NOW);
+        let codec = verifying_codec(&file.keys, s.now);
         let payload = codec
             .unseal(&s.token, &hex::decode(&s.aad).expect("hex"))
             .expect("unseal");
@@ -660,7 +904,7 @@ fn run_invalid(file: &VectorFile, v: &InvalidVector) -> Result<(), Error> {
 #[test]
 fn invalid_vectors_fail_with_their_reason() {
     let file = load();
-    assert!(file.invalid.len() >= 30, "the invalid set shrank");
+    assert!(file.invalid.len() >= 60, "the invalid set shrank");
     for v in &file.invalid {
         match run_invalid(&file, v) {
             Ok(()) => panic!("{}: accepted", v.name),
@@ -717,4 +961,18 @@ fn reference_claims_fit_the_size_targets() {
         "{}",
         size("xchacha reference claims")
     );
+}
+
+#[test]
+fn call_context_vectors_reproduce() {
+    let file = load();
+    assert!(file.call_context.len() >= 4);
+    for v in &file.call_context {
+        let value: serde_json::Value = serde_json::from_str(&v.arguments_json).expect("json");
+        assert_eq!(reqstate::canonical_json(&value), v.canonical_json);
+        let context =
+            reqstate::call_context(&v.principal, &v.audience, &v.method, &v.arguments_json)
+                .expect("context");
+        assert_eq!(hex::encode(context), v.context, "{}", v.arguments_json);
+    }
 }

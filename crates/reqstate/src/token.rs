@@ -417,6 +417,9 @@ pub(crate) fn parse_claims(plain: &[u8]) -> Result<Claims<'_>, Error> {
             return Err("claims key 3");
         }
         let step_len = c.canonical(3)?;
+        if step_len == 0 || step_len > crate::codec::MAX_STEP_LEN as u64 {
+            return Err("step length out of range");
+        }
         let step = core::str::from_utf8(c.take(step_len)?).map_err(|_| "step is not UTF-8")?;
         if c.byte()? != 0x04 {
             return Err("claims key 4");
