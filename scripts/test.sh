@@ -20,9 +20,13 @@ rustup target add x86_64-unknown-none wasm32-unknown-unknown >/dev/null
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 step "tests (unit, integration, doc)"
 cargo test --workspace --locked
+
+step "benchmark smoke run (each benchmark once; figures come from cargo bench)"
+cargo bench --locked --bench tokens -- --test
 
 step "no_std builds of the core crate"
 (

@@ -75,3 +75,64 @@ impl SecureRandom for OsRandom {
         ring::rand::SecureRandom::fill(&self.0, dest).map_err(|_| Error::RandomnessUnavailable)
     }
 }
+
+/// OS randomness fetched 4 KiB at a time and handed out per thread: one
+/// `getrandom` call per ~170 XChaCha20-Poly1305 nonces instead of one per nonce.
+///
+/// Fork-safe: the pool remembers the process id it was filled in, and a
+/// forked child (new pid) discards it before drawing, so parent and child never
+/// hand out the same bytes. That check is a `getpid` call per draw, which is
+/// most of this source's cost (see docs/BENCHMARKS.md); a pool without it would
+/// be faster and would let a forked child repeat its parent's nonces. Bytes are wiped from the pool as they are handed
+/// out, and the pool is wiped when its thread exits. Requests over 64 bytes
+/// (key generation) go straight to the OS.
+#[cfg(feature = "std")]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BufferedRandom;
+
+#[cfg(feature = "std")]
+struct Pool {
+    bytes: zeroize::Zeroizing<[u8; POOL_LEN]>,
+    /// Bytes before `pos` have been handed out (and wiped).
+    pos: usize,
+    pid: u32,
+}
+
+#[cfg(feature = "std")]
+const POOL_LEN: usize = 4096;
+
+#[cfg(feature = "std")]
+std::thread_local! {
+    static POOL: core::cell::RefCell<Pool> = core::cell::RefCell::new(Pool {
+        bytes: zeroize::Zeroizing::new([0; POOL_LEN]),
+        pos: POOL_LEN,
+        pid: 0,
+    });
+}
+
+#[cfg(feature = "std")]
+impl SecureRandom for BufferedRandom {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), Error> {
+        if dest.len() > 64 {
+            return OsRandom::new().fill(dest);
+        }
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let pid = std::process::id();
+            if pool.pid != pid || POOL_LEN - pool.pos < dest.len() {
+                ring::rand::SecureRandom::fill(
+                    &ring::rand::SystemRandom::new(),
+                    &mut pool.bytes[..],
+                )
+                .map_err(|_| Error::RandomnessUnavailable)?;
+                pool.pos = 0;
+                pool.pid = pid;
+            }
+            let range = pool.pos..pool.pos + dest.len();
+            dest.copy_from_slice(&pool.bytes[range.clone()]);
+            zeroize::Zeroize::zeroize(&mut pool.bytes[range]);
+            pool.pos += dest.len();
+            Ok(())
+        })
+    }
+}

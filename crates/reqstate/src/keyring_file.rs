@@ -54,15 +54,15 @@ pub(crate) fn parse(source: &str) -> Result<Keyring, Error> {
         // line, which may hold a secret, so only the message is kept.
         KeyringError::new(e.message().to_string()).at(line, None)
     })?;
-    if let Some(v) = &file.version {
-        if *v.get_ref() != 1 {
-            return Err(KeyringError::new(format!(
-                "unsupported keyring version {}; this reader knows version 1",
-                v.get_ref()
-            ))
-            .at(Some(line_of(source, v.span().start)), None)
-            .into());
-        }
+    if let Some(v) = &file.version
+        && *v.get_ref() != 1
+    {
+        return Err(KeyringError::new(format!(
+            "unsupported keyring version {}; this reader knows version 1",
+            v.get_ref()
+        ))
+        .at(Some(line_of(source, v.span().start)), None)
+        .into());
     }
     if file.keys.is_empty() {
         return Err(KeyringError::new("the keyring has no [[key]] entries").into());

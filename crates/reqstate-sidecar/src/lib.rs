@@ -1,0 +1,74 @@
+//! The reqstate sidecar and CLI: a gRPC service that mints and verifies MCP
+//! `requestState` tokens for servers in any language, with keyring hot
+//! reload, caller authentication, metrics and graceful shutdown.
+//!
+//! The `reqstate` binary is a thin `main` over this crate:
+//! [`Cli::parse_args`] → [`init_tracing`] → [`run`]. Everything is
+//! configured through the typed [`config`] module (flags and `REQSTATE_*`
+//! variables); a bad configuration exits with [`EXIT_BAD_CONFIG`] before any
+//! port is bound.
+//!
+//! - [`service`]: the `reqstate.v1.RequestState` implementation.
+//! - [`call_gate`]: bearer token, peer-uid allow-list, load shedding.
+//! - [`listeners`]: Unix (mode 0600) and TCP listeners.
+//! - [`reload`]: SIGHUP and directory-watch keyring reload.
+//! - [`metrics`]: Prometheus metrics and readiness on an admin listener.
+//! - [`serve`]: assembly, signals and draining.
+//! - [`keys`], [`local`]: the key tooling and local mint/verify/inspect.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod call_gate;
+pub mod config;
+pub mod keyring_source;
+pub mod keys;
+pub mod listeners;
+pub mod local;
+pub mod metrics;
+pub mod reload;
+pub mod serve;
+pub mod service;
+
+use std::process::ExitCode;
+
+pub use config::{Cli, Command, ConfigError, EXIT_BAD_CONFIG, ServeConfig};
+
+/// Sends `tracing` logs to standard error, filtered by `filter`
+/// (`--log` / `REQSTATE_LOG`). Logs carry rpc names, results, key ids and
+/// generations; never key material or token contents.
+pub fn init_tracing(filter: &str) -> Result<(), ConfigError> {
+    let targets: tracing_subscriber::filter::Targets = filter
+        .parse()
+        .map_err(|e| ConfigError::new(format!("--log {filter}: {e}")))?;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_target(false),
+        )
+        .with(targets)
+        .try_init()
+        .map_err(|e| ConfigError::new(format!("cannot set up logging: {e}")))
+}
+
+/// Runs a parsed command to completion and returns the process exit code.
+pub fn run(command: Command) -> ExitCode {
+    let code = match command {
+        Command::Serve(args) => match ServeConfig::from_args(args) {
+            Ok(config) => return serve::run(config),
+            Err(e) => {
+                tracing::error!(error = %e, "bad configuration");
+                EXIT_BAD_CONFIG
+            }
+        },
+        Command::Keys { command } => keys::run(command),
+        Command::Mint(args) => local::mint(args),
+        Command::Verify(args) => local::verify(args),
+        Command::Inspect(args) => local::inspect(args),
+    };
+    ExitCode::from(code)
+}

@@ -1,0 +1,276 @@
+//! Prometheus metrics and the admin listener that serves them with readiness.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use reqstate::Keyring;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Every metric the sidecar exports, in its own registry.
+pub struct Metrics {
+    registry: Registry,
+    calls: IntCounterVec,
+    batch_items: IntCounterVec,
+    latency: HistogramVec,
+    keyring_generation: IntGauge,
+    reloads: IntCounter,
+    reload_failures: IntCounter,
+    keys: IntGaugeVec,
+    draining: IntGauge,
+    ready: AtomicBool,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn registered<T: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: Result<T, prometheus::Error>,
+) -> Result<T, prometheus::Error> {
+    let metric = metric?;
+    registry.register(Box::new(metric.clone()))?;
+    Ok(metric)
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let calls = registered(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "reqstate_calls_total",
+                    "gRPC calls by rpc and result: ok, a token failure reason \
+                     (expired, retired_key …), or a refusal (unauthenticated, \
+                     permission_denied, overloaded, invalid_argument)",
+                ),
+                &["rpc", "result"],
+            ),
+        )?;
+        let batch_items = registered(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "reqstate_batch_items_total",
+                    "Items of MintBatch and VerifyBatch calls by rpc and result",
+                ),
+                &["rpc", "result"],
+            ),
+        )?;
+        let latency = registered(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "reqstate_call_duration_seconds",
+                    "Time spent handling a gRPC call, by rpc",
+                )
+                .buckets(vec![
+                    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
+                    0.025, 0.05, 0.1, 0.25, 1.0,
+                ]),
+                &["rpc"],
+            ),
+        )?;
+        let keyring_generation = registered(
+            &registry,
+            IntGauge::new(
+                "reqstate_keyring_generation",
+                "Keyrings loaded since start: 1 at start, one more per successful reload",
+            ),
+        )?;
+        let reloads = registered(
+            &registry,
+            IntCounter::new(
+                "reqstate_keyring_reloads_total",
+                "Keyring reloads that succeeded and were swapped in",
+            ),
+        )?;
+        let reload_failures = registered(
+            &registry,
+            IntCounter::new(
+                "reqstate_keyring_reload_failures_total",
+                "Keyring reloads refused (unreadable, insecure or invalid file); \
+                 the previous keyring stayed in service",
+            ),
+        )?;
+        let keys = registered(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "reqstate_keyring_key",
+                    "One series per key of the keyring in service, value 1",
+                ),
+                &["key_id", "status", "algorithm"],
+            ),
+        )?;
+        let draining = registered(
+            &registry,
+            IntGauge::new(
+                "reqstate_draining",
+                "1 once shutdown has begun and in-flight calls are draining",
+            ),
+        )?;
+        Ok(Metrics {
+            registry,
+            calls,
+            batch_items,
+            latency,
+            keyring_generation,
+            reloads,
+            reload_failures,
+            keys,
+            draining,
+            ready: AtomicBool::new(true),
+        })
+    }
+
+    /// Counts one call and its duration.
+    pub fn observe_call(&self, rpc: &str, result: &str, elapsed: Duration) {
+        self.calls.with_label_values(&[rpc, result]).inc();
+        self.latency
+            .with_label_values(&[rpc])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a call refused before it reached the service (no latency: it
+    /// did no work).
+    pub fn observe_refusal(&self, rpc: &str, result: &str) {
+        self.calls.with_label_values(&[rpc, result]).inc();
+    }
+
+    /// Counts one item of a batch.
+    pub fn observe_batch_item(&self, rpc: &str, result: &str) {
+        self.batch_items.with_label_values(&[rpc, result]).inc();
+    }
+
+    /// Records the keyring now in service.
+    pub fn keyring_in_service(&self, keyring: &Keyring, generation: u64) {
+        self.keyring_generation
+            .set(i64::try_from(generation).unwrap_or(i64::MAX));
+        self.keys.reset();
+        for key in keyring.keys() {
+            self.keys
+                .with_label_values(&[
+                    &key.id().to_string(),
+                    key.status().name(),
+                    key.algorithm().name(),
+                ])
+                .set(1);
+        }
+    }
+
+    /// Counts a successful reload.
+    pub fn reload_succeeded(&self) {
+        self.reloads.inc();
+    }
+
+    /// Counts a refused reload.
+    pub fn reload_failed(&self) {
+        self.reload_failures.inc();
+    }
+
+    /// Marks the sidecar as draining: `/ready` answers 503 from now on.
+    pub fn start_draining(&self) {
+        self.draining.set(1);
+        self.ready.store(false, Ordering::SeqCst);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        // Encoding into a Vec only fails on metrics the registry could not
+        // have accepted; an empty page is then the honest answer.
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .is_err()
+        {
+            out.clear();
+        }
+        out
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+}
+
+/// Serves `GET /metrics` (Prometheus text format) and `GET /ready` (200, or
+/// 503 while draining) on `listener` until `shutdown` changes.
+pub async fn serve_admin(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        let (stream, _) = match accepted {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics listener: accept failed");
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let metrics = metrics.clone();
+                async move { Ok::<_, Infallible>(admin_response(&req, &metrics)) }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(error = %e, "metrics connection ended with an error");
+            }
+        });
+    }
+}
+
+fn admin_response<B>(req: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match (req.method().as_str(), req.uri().path()) {
+        ("GET", "/metrics") => (
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            Bytes::from(metrics.render()),
+        ),
+        ("GET", "/ready") if metrics.is_ready() => {
+            (StatusCode::OK, "text/plain", Bytes::from_static(b"ready\n"))
+        }
+        ("GET", "/ready") => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            Bytes::from_static(b"draining\n"),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            Bytes::from_static(b"not found: try /metrics or /ready\n"),
+        ),
+    };
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}

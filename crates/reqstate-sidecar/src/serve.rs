@@ -1,0 +1,348 @@
+//! `reqstate serve`: assembles the service, binds the listeners, runs until SIGTERM or SIGINT, then drains within a deadline.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use reqstate::Codec;
+use reqstate_proto::v1::request_state_server::RequestStateServer;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic_health::ServingStatus;
+
+use crate::call_gate::CallGateLayer;
+use crate::config::{EXIT_BAD_CONFIG, KeyringSource, ListenAddr, ServeConfig, TlsConfig};
+use crate::listeners::{BoundListener, bind};
+use crate::metrics::{Metrics, serve_admin};
+use crate::reload::{self, KeyringReloader};
+use crate::service::{KeyringInService, RequestStateService};
+
+/// Exit code for a failure after the configuration was accepted (a port in
+/// use, a watch that cannot be set up).
+pub const EXIT_RUNTIME_FAILURE: u8 = 1;
+
+/// Runs the sidecar to completion on its own runtime: 0 after a drained
+/// shutdown, [`EXIT_BAD_CONFIG`] or [`EXIT_RUNTIME_FAILURE`] otherwise.
+pub fn run(config: ServeConfig) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("reqstate")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::from(EXIT_RUNTIME_FAILURE);
+        }
+    };
+    let code = runtime.block_on(serve(config));
+    // Connections still open after the drain deadline are cut here.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+fn tls_template(tls: &TlsConfig) -> Result<Server, String> {
+    let mut config =
+        ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+    if let Some(ca) = &tls.client_ca_pem {
+        config = config.client_ca_root(Certificate::from_pem(ca));
+    }
+    Server::builder()
+        .tls_config(config)
+        .map_err(|e| format!("TLS configuration: {e}"))
+}
+
+type HealthReporter = tonic_health::server::HealthReporter;
+
+async fn mark_not_serving(health: &HealthReporter) {
+    health
+        .set_not_serving::<RequestStateServer<RequestStateService>>()
+        .await;
+    health
+        .set_service_status("", ServingStatus::NotServing)
+        .await;
+}
+
+async fn serve(config: ServeConfig) -> u8 {
+    let ServeConfig {
+        keyring: keyring_source,
+        initial_keyring,
+        initial_contents,
+        policy,
+        listen,
+        metrics: metrics_addr,
+        bearer_token,
+        tls,
+        allow_uids,
+        limits,
+        drain_timeout,
+        reload_debounce,
+        dev,
+    } = config;
+
+    // Everything that can be refused as configuration is checked before the
+    // first bind.
+    let tls_server = match tls.as_ref().map(tls_template).transpose() {
+        Ok(server) => server,
+        Err(e) => {
+            tracing::error!(error = %e, "bad configuration");
+            return EXIT_BAD_CONFIG;
+        }
+    };
+    let metrics = match Metrics::new() {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot register metrics");
+            return EXIT_RUNTIME_FAILURE;
+        }
+    };
+    let (mut terminate, mut hangup) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(term), Ok(int), Ok(hup)) => ((term, int), hup),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            tracing::error!(error = %e, "cannot install signal handlers");
+            return EXIT_RUNTIME_FAILURE;
+        }
+    };
+
+    let codec = Codec::new(initial_keyring).with_policy(policy);
+    metrics.keyring_in_service(codec.keyring(), 1);
+    let primary = codec.keyring().primary().id().get();
+    let shared = Arc::new(ArcSwap::from_pointee(KeyringInService {
+        codec,
+        generation: 1,
+    }));
+
+    let mut bound = Vec::with_capacity(listen.len());
+    for addr in &listen {
+        match bind(addr).await {
+            Ok(listener) => bound.push(listener),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot bind");
+                remove_sockets(&bound);
+                return EXIT_RUNTIME_FAILURE;
+            }
+        }
+    }
+    let metrics_listener = match metrics_addr {
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::error!(error = %e, %addr, "cannot bind the metrics listener");
+                remove_sockets(&bound);
+                return EXIT_RUNTIME_FAILURE;
+            }
+        },
+        None => None,
+    };
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    if let KeyringSource::File { path, permissions } = &keyring_source {
+        let reloader = KeyringReloader::new(
+            path.clone(),
+            *permissions,
+            shared.clone(),
+            metrics.clone(),
+            initial_contents,
+        );
+        if let Err(e) = reload::spawn(reloader, reload_debounce, hangup, shutdown_rx.clone()) {
+            tracing::error!(error = %e, "cannot watch the keyring for changes");
+            remove_sockets(&bound);
+            return EXIT_RUNTIME_FAILURE;
+        }
+    } else {
+        // No file to reload; SIGHUP must still not kill the process.
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP ignored: --dev has no keyring file to reload");
+            }
+        });
+    }
+    if let Some(listener) = metrics_listener {
+        let local = listener.local_addr().ok();
+        tracing::info!(addr = ?local, "serving metrics on /metrics and readiness on /ready");
+        tokio::spawn(serve_admin(listener, metrics.clone(), shutdown_rx.clone()));
+    }
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<RequestStateServer<RequestStateService>>()
+        .await;
+    // Both reflection versions: grpcurl asks for v1 and falls back to v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(reqstate_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection_v1, reflection_v1alpha) =
+        match (reflection().build_v1(), reflection().build_v1alpha()) {
+            (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "cannot build the reflection service");
+                remove_sockets(&bound);
+                return EXIT_RUNTIME_FAILURE;
+            }
+        };
+    let service = RequestStateServer::new(RequestStateService::new(
+        shared.clone(),
+        limits.clone(),
+        metrics.clone(),
+    ))
+    .max_decoding_message_size(limits.max_request_bytes);
+    let routes = Routes::new(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service);
+    let gate = CallGateLayer::new(
+        bearer_token.as_ref(),
+        allow_uids,
+        limits.max_concurrent_calls,
+        metrics.clone(),
+    );
+
+    let mut servers = JoinSet::new();
+    let mut socket_paths = Vec::new();
+    for listener in bound {
+        let stopped = wait_for_shutdown(shutdown_rx.clone());
+        match listener {
+            BoundListener::Unix { listener, path } => {
+                tracing::info!(listen = %format!("unix:{}", path.display()), "serving gRPC");
+                socket_paths.push(path);
+                let server = Server::builder()
+                    .timeout(limits.call_timeout)
+                    .layer(gate.clone())
+                    .add_routes(routes.clone());
+                servers.spawn(
+                    server.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
+                );
+            }
+            BoundListener::Tcp(listener) => {
+                let local = listener.local_addr().ok();
+                tracing::info!(listen = ?local, tls = tls_server.is_some(), "serving gRPC");
+                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+                let server = tls_server
+                    .clone()
+                    .unwrap_or_else(Server::builder)
+                    .timeout(limits.call_timeout)
+                    .layer(gate.clone())
+                    .add_routes(routes.clone());
+                servers.spawn(server.serve_with_incoming_shutdown(incoming, stopped));
+            }
+        }
+    }
+
+    tracing::info!(
+        primary,
+        generation = 1,
+        auth = bearer_token.is_some(),
+        "reqstate sidecar ready"
+    );
+    if dev {
+        print_dev_banner(&listen, bearer_token.is_some());
+    }
+
+    let mut failed = false;
+    tokio::select! {
+        _ = terminate.0.recv() => tracing::info!("SIGTERM: draining"),
+        _ = terminate.1.recv() => tracing::info!("SIGINT: draining"),
+        Some(ended) = servers.join_next() => {
+            tracing::error!(result = ?ended, "a listener stopped unexpectedly; shutting down");
+            failed = true;
+        }
+    }
+
+    // Probes see NOT_SERVING first, then listeners stop accepting, and calls
+    // in flight get until the deadline to finish.
+    metrics.start_draining();
+    mark_not_serving(&health).await;
+    let _ = shutdown_tx.send(true);
+    let drained = tokio::time::timeout(drain_timeout, async {
+        while let Some(ended) = servers.join_next().await {
+            if let Ok(Err(e)) = ended {
+                tracing::warn!(error = %e, "listener ended with an error while draining");
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            deadline_ms = drain_timeout.as_millis(),
+            "drain deadline passed; closing the remaining connections"
+        );
+    } else {
+        tracing::info!("drained");
+    }
+    for path in &socket_paths {
+        let _ = std::fs::remove_file(path);
+    }
+    if failed { EXIT_RUNTIME_FAILURE } else { 0 }
+}
+
+async fn wait_for_shutdown(mut shutdown: watch::Receiver<bool>) {
+    // An error means the sender is gone, which also means shutting down.
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+fn remove_sockets(bound: &[BoundListener]) {
+    for listener in bound {
+        if let BoundListener::Unix { path, .. } = listener {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn print_dev_banner(listen: &[ListenAddr], authenticated: bool) {
+    // grpcurl's address argument: host:port, or `-unix PATH` for a socket.
+    let target = listen
+        .iter()
+        .find_map(|addr| match addr {
+            ListenAddr::Tcp(sock) => Some(sock.to_string()),
+            ListenAddr::Unix(_) => None,
+        })
+        .or_else(|| {
+            listen.iter().find_map(|addr| match addr {
+                ListenAddr::Unix(path) => Some(format!("-unix {}", path.display())),
+                ListenAddr::Tcp(_) => None,
+            })
+        })
+        .unwrap_or_else(|| crate::config::DEV_LISTEN.to_string());
+    let (callers, auth_header) = if authenticated {
+        (
+            "Callers need the bearer token.",
+            "-H \"authorization: Bearer $(cat TOKEN_FILE)\" ",
+        )
+    } else {
+        (
+            "Anyone who can reach the port can mint: there is no bearer token.",
+            "",
+        )
+    };
+    eprintln!(
+        "\n\
+         ************************************************************************\n\
+         WARNING: reqstate is running in --dev mode.\n\
+         The key is ephemeral and in memory only: every token minted now stops\n\
+         verifying when this process exits.\n\
+         {callers}\n\
+         Never use --dev in production: give --keyring FILE (docs/KEYRING.md).\n\
+         ************************************************************************\n"
+    );
+    println!(
+        "Try it (grpcurl uses server reflection; no .proto needed):\n\n  \
+         grpcurl -plaintext {auth_header}-d '{{\"tool\":\"demo\",\"step\":\"confirm\",\"state_json\":\"{{\\\"n\\\":1}}\",\"ttl_seconds\":600}}' \\\n    \
+         {target} reqstate.v1.RequestState/Mint\n\n\
+         then verify the token it prints:\n\n  \
+         grpcurl -plaintext {auth_header}-d '{{\"tool\":\"demo\",\"token\":\"<token>\"}}' \\\n    \
+         {target} reqstate.v1.RequestState/Verify\n"
+    );
+}
