@@ -27,6 +27,7 @@ cargo test --workspace --locked
 
 step "benchmark smoke run (each benchmark once; figures come from cargo bench)"
 cargo bench --locked --bench tokens -- --test
+cargo bench --locked --bench sidecar -- --test
 
 step "no_std builds of the core crate"
 (

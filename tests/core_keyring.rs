@@ -172,3 +172,13 @@ fn secrets_load_from_files_and_environment() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn secrets_are_wiped_on_drop() {
+    // A type-level promise (zeroize's marker trait): a Secret that stopped
+    // wiping itself would no longer compile here.
+    fn wiped_on_drop<T: zeroize::ZeroizeOnDrop>(_: &T) {}
+    let secret = reqstate::Secret::new(vec![7; 32]);
+    wiped_on_drop(&secret);
+    assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+}

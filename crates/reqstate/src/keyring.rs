@@ -202,6 +202,9 @@ impl Secret {
     }
 }
 
+/// The bytes live in a `Zeroizing` buffer, wiped when the secret drops.
+impl zeroize::ZeroizeOnDrop for Secret {}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")
