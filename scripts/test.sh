@@ -43,4 +43,10 @@ step "independent Python verifier of the format (tests/vectors/verify_v1.py)"
 .venv/bin/pip install -q --disable-pip-version-check -r tests/vectors/requirements.txt
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/verify_v1.py
 
+# The clients run against the debug binary that `cargo test` built above.
+export REQSTATE_BIN="$PWD/target/debug/reqstate"
+
+step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar"
+bash clients/node/run-tests.sh
+
 step "all tests passed"

@@ -1,0 +1,63 @@
+// @ts-check
+// examples/handlers.js wired into a real server of the official TypeScript MCP
+// SDK (v2: @modelcontextprotocol/server, protocol revision 2026-07-28, which
+// has `input_required` results). The handlers verify `requestState` through
+// the reqstate sidecar themselves; a token that does not verify is answered
+// with the SDK's own "Invalid or expired requestState" error (-32602).
+import { ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
+import { createHandlers, InvalidRequestStateError } from './handlers.js';
+
+/** @type {import('@modelcontextprotocol/server').Tool[]} */
+const TOOLS = [
+  {
+    name: 'whoami',
+    description: 'Asks your name, then greets you.',
+    inputSchema: { type: 'object', properties: {} },
+  },
+  {
+    name: 'increase-counter',
+    description: 'Asks by how much, asks for confirmation, then returns the increased value.',
+    inputSchema: { type: 'object', properties: { current: { type: 'number' } }, required: ['current'] },
+  },
+];
+
+/**
+ * @param {{ client: import('@reqstate/client').Client, principalOf?: (ctx: any) => string, audience?: string }} options
+ *   `principalOf` names the caller from the request context (default: the
+ *   authenticated client id, else "anonymous").
+ */
+export function createMcpServer({ client, principalOf, audience }) {
+  const handlers = /** @type {Record<string, (req: any) => Promise<any>>} */ (createHandlers({ client, audience }));
+  const server = new Server(
+    { name: 'counter-server', version: '0.1.0' },
+    {
+      capabilities: { tools: {} },
+      // Offer the revision with `input_required` results (2026-07-28) next to
+      // the 2025 ones; the SDK's client negotiates it with `server/discover`.
+      supportedProtocolVersions: ['2026-07-28', ...SUPPORTED_PROTOCOL_VERSIONS],
+    },
+  );
+  server.setRequestHandler('tools/list', async () => ({ tools: TOOLS }));
+  server.setRequestHandler('tools/call', async (request, ctx) => {
+    const handler = Object.hasOwn(handlers, request.params.name) ? handlers[request.params.name] : undefined;
+    if (!handler) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${request.params.name} not found`);
+    const rawState = ctx.mcpReq.requestState();
+    try {
+      return await handler({
+        arguments: request.params.arguments ?? {},
+        inputResponses: ctx.mcpReq.inputResponses,
+        requestState: typeof rawState === 'string' ? rawState : undefined,
+        principal: principalOf ? principalOf(ctx) : (ctx.http?.authInfo?.clientId ?? 'anonymous'),
+        method: ctx.mcpReq.method,
+      });
+    } catch (err) {
+      if (err instanceof InvalidRequestStateError) {
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'Invalid or expired requestState', {
+          reason: 'invalid_request_state',
+        });
+      }
+      throw err;
+    }
+  });
+  return server;
+}

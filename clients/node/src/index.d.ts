@@ -1,0 +1,171 @@
+// Types of @reqstate/client (hand-written; the implementation is src/index.js).
+import type { ChannelCredentials, ChannelOptions } from '@grpc/grpc-js';
+
+/** Bytes on the wire: a Uint8Array (Buffer is one). Strings are taken as UTF-8. */
+export type Bytes = Uint8Array;
+
+/** Why a token did not verify or open (proto enum `reqstate.v1.Reason`). */
+export type Reason =
+  | 'REASON_UNSPECIFIED'
+  | 'REASON_TOO_LARGE'
+  | 'REASON_MALFORMED'
+  | 'REASON_UNSUPPORTED_VERSION'
+  | 'REASON_UNSUPPORTED_ALGORITHM'
+  | 'REASON_WRONG_KIND'
+  | 'REASON_UNKNOWN_KEY'
+  | 'REASON_RETIRED_KEY'
+  | 'REASON_ALGORITHM_MISMATCH'
+  | 'REASON_AUTHENTICATION_FAILED'
+  | 'REASON_EXPIRED'
+  | 'REASON_NOT_YET_VALID'
+  | 'REASON_WRONG_STEP'
+  | 'REASON_LIFETIME_TOO_LONG'
+  | 'REASON_STATE_ENCODING'
+  | 'REASON_STATE_DECODING'
+  | 'REASON_INVALID_ARGUMENT'
+  | 'REASON_RANDOMNESS_UNAVAILABLE'
+  | 'REASON_INVALID_KEYRING';
+
+export type Algorithm = 'ALGORITHM_UNSPECIFIED' | 'ALGORITHM_HMAC_SHA256' | 'ALGORITHM_XCHACHA20_POLY1305';
+export type KeyStatus = 'KEY_STATUS_UNSPECIFIED' | 'KEY_STATUS_PRIMARY' | 'KEY_STATUS_ACTIVE' | 'KEY_STATUS_RETIRED';
+
+export interface ClientOptions {
+  /** Bearer token, sent as `authorization: Bearer <token>` on every call. */
+  token?: string;
+  /** Per-call deadline in milliseconds (default 5000). */
+  deadlineMs?: number;
+  /** Channel credentials (default: insecure, right for a Unix socket or loopback). */
+  credentials?: ChannelCredentials;
+  /** Extra grpc-js channel options. */
+  channelOptions?: ChannelOptions;
+}
+
+export interface MintRequest {
+  /** The MCP tool name; bound into the tag, not stored. */
+  tool: string;
+  /** The step of the flow; stored and returned by verify. */
+  step: string;
+  /** The state as opaque bytes (returned as `state`). */
+  state?: Bytes | string;
+  /** The state as JSON text (returned as `stateJson`, re-serialized compactly). */
+  stateJson?: string;
+  /** Lifetime in seconds; 0 or absent means the sidecar's default. */
+  ttlSeconds?: number;
+  /** Caller context (see `callContext`); authenticated, not stored. */
+  context?: Bytes | string;
+}
+
+export interface MintResult {
+  token: string;
+  keyId: number;
+  /** Unix seconds. */
+  expiresAt: number;
+  /** Unix seconds. */
+  issuedAt: number;
+}
+
+export type MintBatchItemResult =
+  | ({ ok: true } & MintResult)
+  | { ok: false; reason: Reason; detail: string };
+
+export interface VerifyRequest {
+  token: string;
+  tool: string;
+  /** When set, the token must be for this step (REASON_WRONG_STEP otherwise). */
+  expectedStep?: string;
+  context?: Bytes | string;
+}
+
+export interface VerifyValid {
+  valid: true;
+  step: string;
+  /** Set when the token was minted from bytes. */
+  state?: Buffer;
+  /** Set when the token was minted from `stateJson`. */
+  stateJson?: string;
+  keyId: number;
+  issuedAt: number;
+  expiresAt: number;
+}
+
+export interface VerifyInvalid {
+  valid: false;
+  reason: Reason;
+  /** For people; match on `reason`. */
+  detail: string;
+}
+
+export type VerifyResult = VerifyValid | VerifyInvalid;
+
+export interface SealRequest {
+  payload: Bytes | string;
+  aad?: Bytes | string;
+}
+
+export interface SealResult {
+  token: string;
+  keyId: number;
+}
+
+export interface UnsealRequest {
+  token: string;
+  aad?: Bytes | string;
+}
+
+export type UnsealResult =
+  | { valid: true; payload: Buffer; keyId: number }
+  | { valid: false; reason: Reason; detail: string };
+
+export interface KeyInfo {
+  id: number;
+  algorithm: Algorithm;
+  status: KeyStatus;
+  /** Unix seconds, when the keyring says. */
+  createdAt?: number;
+}
+
+export interface ListKeysResult {
+  keys: KeyInfo[];
+  keyringGeneration: number;
+}
+
+export declare const PROTO_PATH: string;
+export declare const status: typeof import('@grpc/grpc-js').status;
+
+export declare class ReqstateError extends Error {}
+
+export declare class TransportError extends ReqstateError {
+  /** Numeric gRPC status code. */
+  readonly code: number;
+  /** e.g. "UNAVAILABLE", "UNAUTHENTICATED". */
+  readonly codeName: string;
+  readonly details: string;
+  /** The sidecar's `reqstate-reason` trailer, when sent. */
+  readonly reason?: Reason;
+  readonly method?: string;
+}
+
+export declare class Client {
+  /** @param target `unix:///path/to/reqstate.sock` or `host:port` */
+  constructor(target: string, options?: ClientOptions);
+  readonly target: string;
+  mint(req: MintRequest): Promise<MintResult>;
+  verify(req: VerifyRequest): Promise<VerifyResult>;
+  mintBatch(items: MintRequest[]): Promise<MintBatchItemResult[]>;
+  verifyBatch(items: VerifyRequest[]): Promise<VerifyResult[]>;
+  seal(req: SealRequest): Promise<SealResult>;
+  unseal(req: UnsealRequest): Promise<UnsealResult>;
+  listKeys(): Promise<ListKeysResult>;
+  close(): void;
+}
+
+/** Compact JSON, object keys sorted by UTF-8 bytes (docs/FORMAT.md §7). */
+export declare function canonicalJson(value: unknown): string;
+
+/** The 32-byte call context, identical to the core library's `reqstate::call_context`. */
+export declare function callContext(parts: {
+  principal: string;
+  audience: string;
+  method: string;
+  arguments: unknown;
+}): Buffer;

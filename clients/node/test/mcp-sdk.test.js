@@ -1,0 +1,169 @@
+// @ts-check
+// The handlers in a real server of the official TypeScript MCP SDK (v2,
+// @modelcontextprotocol/server), driven by the SDK's own client
+// (@modelcontextprotocol/client), which answers the elicitations and retries
+// `input_required` results itself; requestState minted and verified by a
+// real reqstate sidecar.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client as McpClient, InMemoryTransport } from '@modelcontextprotocol/client';
+import { Client, callContext } from '../src/index.js';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import { createMcpServer } from '../examples/mcp-server.js';
+import { Sidecar } from './support/sidecar.js';
+
+/** @type {Sidecar} */
+let sidecar;
+/** @type {Client} */
+let reqstate;
+
+before(async () => {
+  sidecar = await Sidecar.start({ authToken: 'mcp-token' });
+  reqstate = new Client(sidecar.tcpTarget, { token: 'mcp-token' });
+});
+after(async () => {
+  reqstate?.close();
+  await sidecar?.stop();
+});
+
+/**
+ * A connected SDK client/server pair. `answers` maps an elicitation message
+ * prefix to the content the "user" gives.
+ * @param {{ autoFulfill?: boolean }} [options]
+ */
+async function connect(options = {}) {
+  /** @type {Error[]} */
+  const serverErrors = [];
+  const mcp = new McpClient(
+    { name: 'test-client', version: '0.0.0' },
+    {
+      capabilities: { elicitation: { form: {} } },
+      versionNegotiation: { mode: { pin: '2026-07-28' } },
+      inputRequired: { autoFulfill: options.autoFulfill ?? true },
+    },
+  );
+  /** @type {string[]} */
+  const asked = [];
+  mcp.setRequestHandler('elicitation/create', async (request) => /** @type {any} */ (await answer(request)));
+  /** @param {any} request */
+  async function answer(request) {
+    const message = String(request.params.message);
+    asked.push(message);
+    if (message.startsWith('By how much')) return { action: 'accept', content: { amount: 5 } };
+    if (message.startsWith('Increase the counter')) return { action: 'accept', content: { confirm: true } };
+    if (message.startsWith('What is your name')) return { action: 'accept', content: { name: 'Ada' } };
+    return { action: 'decline' };
+  }
+  const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+  // The SDK's serving entry picks the protocol era from the opening exchange
+  // (server/discover for 2026-07-28) and builds a server from the factory.
+  const served = await serveStdio(() => createMcpServer({ client: reqstate, principalOf: () => 'user-42' }), {
+    transport: serverTransport,
+    legacy: 'reject',
+    onerror: (e) => serverErrors.push(e),
+  });
+  await mcp.connect(clientTransport);
+  return {
+    mcp,
+    asked,
+    serverErrors,
+    async close() {
+      await mcp.close();
+      await served.close();
+    },
+  };
+}
+
+/** @param {string} token */
+function tamper(token) {
+  const i = Math.floor(token.length / 2);
+  return token.slice(0, i) + (token[i] === 'A' ? 'B' : 'A') + token.slice(i + 1);
+}
+
+describe('official TypeScript MCP SDK (v2) server and client', () => {
+  test('increase-counter: the SDK client drives all three rounds, 10 + 5 = 15', async () => {
+    const { mcp, asked, close } = await connect();
+    try {
+      const tools = await mcp.listTools();
+      assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['increase-counter', 'whoami']);
+      const result = await mcp.callTool({ name: 'increase-counter', arguments: { current: 10 } });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'The counter is now 15.' }]);
+      assert.equal(result.isError ?? false, false);
+      assert.equal(asked.length, 2);
+      assert.match(asked[0], /^By how much/);
+      assert.match(asked[1], /from 10 by 5/);
+    } finally {
+      await close();
+    }
+  });
+
+  test('whoami: one elicitation round', async () => {
+    const { mcp, close } = await connect();
+    try {
+      const result = await mcp.callTool({ name: 'whoami', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'Hello, Ada!' }]);
+    } finally {
+      await close();
+    }
+  });
+
+  test('manual rounds: a tampered requestState or changed arguments get -32602', async () => {
+    const { mcp, close } = await connect({ autoFulfill: false });
+    try {
+      const opts = { allowInputRequired: true };
+      const round1 = /** @type {any} */ (await mcp.callTool({ name: 'increase-counter', arguments: { current: 10 } }, opts));
+      assert.equal(round1.resultType, 'input_required');
+      assert.equal(typeof round1.requestState, 'string');
+      // The requestState the SDK carried is a reqstate token, bound to this call.
+      const carried = await reqstate.verify({
+        token: round1.requestState,
+        tool: 'increase-counter',
+        expectedStep: 'amount',
+        context: callContext({ principal: 'user-42', audience: 'counter-server', method: 'tools/call', arguments: { current: 10 } }),
+      });
+      assert.ok(carried.valid);
+      assert.deepEqual(JSON.parse(carried.stateJson ?? ''), { current: 10 });
+
+      const amount = { amount: { action: 'accept', content: { amount: 5 } } };
+      const round2 = /** @type {any} */ (
+        await mcp.callTool(
+          /** @type {any} */ ({ name: 'increase-counter', arguments: { current: 10 }, inputResponses: amount, requestState: round1.requestState }),
+          opts,
+        )
+      );
+      assert.equal(round2.resultType, 'input_required');
+      assert.ok(round2.inputRequests.confirm);
+
+      const confirm = { confirm: { action: 'accept', content: { confirm: true } } };
+      const isInvalidState = (/** @type {any} */ err) => {
+        assert.equal(err.code, -32602, String(err));
+        assert.match(String(err.message), /Invalid or expired requestState/);
+        return true;
+      };
+      await assert.rejects(
+        mcp.callTool(
+          /** @type {any} */ ({ name: 'increase-counter', arguments: { current: 10 }, inputResponses: confirm, requestState: tamper(round2.requestState) }),
+          opts,
+        ),
+        isInvalidState,
+      );
+      await assert.rejects(
+        mcp.callTool(
+          /** @type {any} */ ({ name: 'increase-counter', arguments: { current: 1000 }, inputResponses: confirm, requestState: round2.requestState }),
+          opts,
+        ),
+        isInvalidState,
+      );
+      // The genuine token with the original arguments still completes the flow.
+      const round3 = /** @type {any} */ (
+        await mcp.callTool(
+          /** @type {any} */ ({ name: 'increase-counter', arguments: { current: 10 }, inputResponses: confirm, requestState: round2.requestState }),
+          opts,
+        )
+      );
+      assert.deepEqual(round3.content, [{ type: 'text', text: 'The counter is now 15.' }]);
+    } finally {
+      await close();
+    }
+  });
+});
