@@ -182,3 +182,17 @@ fn secrets_are_wiped_on_drop() {
     wiped_on_drop(&secret);
     assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
 }
+
+#[test]
+fn relative_secret_files_resolve_against_the_keyring_directory() {
+    let dir = std::env::temp_dir().join(format!("reqstate-keyring-dir-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("secrets")).expect("temp dir");
+    std::fs::write(dir.join("secrets/k1"), S1).expect("write secret");
+    let toml = "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"secrets/k1\"\n";
+    let ring = Keyring::from_toml_in_dir(toml, &dir).expect("relative to the keyring's directory");
+    assert_eq!(ring.primary().id(), KeyId::new(1));
+    // Without a directory the path is relative to the working directory, where it is not.
+    let e = refusal(toml);
+    assert!(e.message.contains("cannot read secret_file"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -117,10 +117,12 @@ pub fn load_keyring_file(
     let text = std::str::from_utf8(&contents).map_err(|_| KeyringLoadError::NotUtf8 {
         path: path.to_path_buf(),
     })?;
-    let keyring = Keyring::from_toml(text).map_err(|error| KeyringLoadError::Invalid {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let keyring =
+        Keyring::from_toml_in_dir(text, dir).map_err(|error| KeyringLoadError::Invalid {
+            path: path.to_path_buf(),
+            error,
+        })?;
     Ok(LoadedKeyringFile { keyring, contents })
 }
 

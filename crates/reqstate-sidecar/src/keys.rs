@@ -150,7 +150,8 @@ fn find_key(tables: &mut ArrayOfTables, id: u32) -> Result<&mut Table, KeysError
 /// sidecar) sees the old file or the new one, never a partial one.
 fn validate_and_write(path: &Path, doc: &DocumentMut) -> Result<(), KeysError> {
     let text = zeroize::Zeroizing::new(doc.to_string());
-    reqstate::Keyring::from_toml(&text)
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    reqstate::Keyring::from_toml_in_dir(&text, dir)
         .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
     let io = |e| KeysError::Io(path.to_path_buf(), e);
     let file_name = path.file_name().ok_or_else(|| {

@@ -400,7 +400,16 @@ impl Keyring {
     /// also be read from a file (`secret_file`) or an environment variable
     /// (`secret_env`). Errors name the line and key they are about.
     pub fn from_toml(source: &str) -> Result<Self, Error> {
-        crate::keyring_file::parse(source)
+        crate::keyring_file::parse(source, None)
+    }
+
+    /// [`Keyring::from_toml`] for a keyring file in `dir`: a relative
+    /// `secret_file` is resolved against `dir` (the keyring's own directory),
+    /// so a keyring and its secrets can move together, as in a Kubernetes
+    /// Secret volume.
+    #[cfg(feature = "std")]
+    pub fn from_toml_in_dir(source: &str, dir: &std::path::Path) -> Result<Self, Error> {
+        crate::keyring_file::parse(source, Some(dir))
     }
 
     /// The key that mints.

@@ -47,7 +47,14 @@ fn line_of(source: &str, offset: usize) -> usize {
         + 1
 }
 
-pub(crate) fn parse(source: &str) -> Result<Keyring, Error> {
+/// Where relative `secret_file` paths are resolved: a directory with `std`.
+#[cfg(feature = "std")]
+pub(crate) type BaseDir<'a> = Option<&'a std::path::Path>;
+/// Without `std` there are no files.
+#[cfg(not(feature = "std"))]
+pub(crate) type BaseDir<'a> = Option<&'a ()>;
+
+pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
     let file: File = toml::from_str(source).map_err(|e| {
         let line = e.span().map(|s| line_of(source, s.start));
         // toml's message names the problem; its own rendering repeats the source
@@ -72,7 +79,7 @@ pub(crate) fn parse(source: &str) -> Result<Keyring, Error> {
     for entry in file.keys {
         let line = line_of(source, entry.span().start);
         let entry = entry.into_inner();
-        let spec = entry_to_spec(entry).map_err(|e| e.at(Some(line), None))?;
+        let spec = entry_to_spec(entry, base).map_err(|e| e.at(Some(line), None))?;
         lines.push((spec.id, line));
         specs.push(spec);
     }
@@ -102,7 +109,7 @@ pub(crate) fn parse(source: &str) -> Result<Keyring, Error> {
     })
 }
 
-fn entry_to_spec(entry: Entry) -> Result<KeySpec, KeyringError> {
+fn entry_to_spec(entry: Entry, base: BaseDir<'_>) -> Result<KeySpec, KeyringError> {
     let id = u32::try_from(entry.id)
         .map(KeyId::new)
         .map_err(|_| KeyringError::new(format!("id {} is not in 0..=4294967295", entry.id)))?;
@@ -137,7 +144,7 @@ fn entry_to_spec(entry: Entry) -> Result<KeySpec, KeyringError> {
         }
         secret
     } else if let Some(path) = entry.secret_file.as_deref() {
-        read_secret_file(path).map_err(with_id)?
+        read_secret_file(path, base).map_err(with_id)?
     } else if let Some(var) = entry.secret_env.as_deref() {
         read_secret_env(var).map_err(with_id)?
     } else {
@@ -153,9 +160,13 @@ fn entry_to_spec(entry: Entry) -> Result<KeySpec, KeyringError> {
 }
 
 #[cfg(feature = "std")]
-fn read_secret_file(path: &str) -> Result<Secret, KeyringError> {
+fn read_secret_file(path: &str, base: BaseDir<'_>) -> Result<Secret, KeyringError> {
+    let resolved = match base {
+        Some(dir) if std::path::Path::new(path).is_relative() => dir.join(path),
+        _ => std::path::PathBuf::from(path),
+    };
     let bytes = zeroize::Zeroizing::new(
-        std::fs::read(path)
+        std::fs::read(&resolved)
             .map_err(|e| KeyringError::new(format!("cannot read secret_file {path:?}: {e}")))?,
     );
     let text = core::str::from_utf8(&bytes)
@@ -165,7 +176,7 @@ fn read_secret_file(path: &str) -> Result<Secret, KeyringError> {
 }
 
 #[cfg(not(feature = "std"))]
-fn read_secret_file(_path: &str) -> Result<Secret, KeyringError> {
+fn read_secret_file(_path: &str, _base: BaseDir<'_>) -> Result<Secret, KeyringError> {
     Err(KeyringError::new(
         "secret_file needs the `std` feature; give the secret inline",
     ))
