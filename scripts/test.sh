@@ -49,4 +49,7 @@ export REQSTATE_BIN="$PWD/target/debug/reqstate"
 step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar"
 bash clients/node/run-tests.sh
 
+step "Python client (grpcio) and the official mcp SDK end to end against the real sidecar"
+bash clients/python/run-tests.sh
+
 step "all tests passed"

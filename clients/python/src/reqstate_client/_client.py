@@ -1,0 +1,286 @@
+"""A synchronous gRPC client for the reqstate sidecar (`reqstate.v1.RequestState`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, TypeVar
+
+import grpc
+
+from ._pb import reqstate_pb2 as pb
+from ._pb import reqstate_pb2_grpc as pb_grpc
+from ._types import (
+    Algorithm,
+    ItemError,
+    KeyInfo,
+    KeyList,
+    KeyStatus,
+    Minted,
+    MintItem,
+    Reason,
+    Sealed,
+    Unsealed,
+    Verified,
+    VerifyItem,
+)
+from .errors import ReqstateError, TransportError, from_rpc_error
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds a call may take, connection included, unless `timeout=` says otherwise."""
+
+_T = TypeVar("_T")
+
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+_HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+def grpc_target(target: str) -> str:
+    """The grpcio target for `unix:///path`, `unix:/path`, `tcp:host:port` or `host:port`."""
+    if not isinstance(target, str) or not target:
+        raise ValueError("target must be a non-empty string: unix:///path/to.sock or host:port")
+    if target.startswith("tcp:"):
+        return target[len("tcp:") :]
+    return target
+
+
+def _state_json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _mint_request(
+    tool: str,
+    step: str,
+    state: bytes | None,
+    state_json: Any,
+    ttl_seconds: int,
+    context: bytes,
+) -> pb.MintRequest:
+    if state is not None and state_json is not None:
+        raise ValueError("give at most one of state (bytes) and state_json")
+    request = pb.MintRequest(tool=tool, step=step, ttl_seconds=ttl_seconds, context=bytes(context))
+    if state is not None:
+        request.state = bytes(state)
+    elif state_json is not None:
+        request.state_json = _state_json_text(state_json)
+    return request
+
+
+def _verify_request(token: str, tool: str, expected_step: str | None, context: bytes) -> pb.VerifyRequest:
+    request = pb.VerifyRequest(token=token, tool=tool, context=bytes(context))
+    if expected_step is not None:
+        request.expected_step = expected_step
+    return request
+
+
+def _minted(response: pb.MintResponse) -> Minted:
+    return Minted(
+        token=response.token,
+        key_id=response.key_id,
+        issued_at=response.issued_at,
+        expires_at=response.expires_at,
+    )
+
+
+def _verified(response: pb.VerifyResponse) -> Verified:
+    which = response.WhichOneof("state_value")
+    return Verified(
+        valid=response.valid,
+        reason=Reason.from_wire(response.reason),
+        detail=response.detail,
+        step=response.step,
+        state=response.state if which == "state" else None,
+        state_json=response.state_json if which == "state_json" else None,
+        key_id=response.key_id,
+        issued_at=response.issued_at,
+        expires_at=response.expires_at,
+    )
+
+
+class Client:
+    """A client of one reqstate sidecar.
+
+    `target` is `unix:///run/reqstate/reqstate.sock` or `host:port` (also
+    `tcp:host:port`, as the sidecar's `--listen` spells it). `token` is the
+    sidecar's bearer token (`--auth-token-file`), sent as
+    `authorization: Bearer <token>` on every call. `timeout` bounds every
+    call in seconds. `credentials` (a `grpc.ChannelCredentials`) switches to
+    TLS for a sidecar with `--tls-cert`.
+
+    Token failures are results (`Verified.valid`, `Unsealed.valid`); RPC
+    failures raise `ReqstateError` subclasses, `TransportError` when the
+    sidecar cannot be reached. Thread-safe; use as a context manager or call
+    `close()`.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._grpc_target = grpc_target(target)
+        channel_options = list(options)
+        if self._grpc_target.startswith("unix:") and not any(k == "grpc.default_authority" for k, _ in options):
+            # grpc-core sends the socket path, percent-encoded, as the HTTP/2
+            # :authority of a unix: target ("tmp%2Fx%2Fs.sock"); the sidecar's
+            # HTTP/2 stack (hyper/h2) rejects that as a malformed authority and
+            # resets every stream (INTERNAL, RST_STREAM code 1). Send what
+            # grpcurl -unix and tonic send instead.
+            channel_options.append(("grpc.default_authority", "localhost"))
+        if credentials is None:
+            self._channel = grpc.insecure_channel(self._grpc_target, options=channel_options)
+        else:
+            self._channel = grpc.secure_channel(self._grpc_target, credentials, options=channel_options)
+        self._stub = pb_grpc.RequestStateStub(self._channel)
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token is not None else ()
+        )
+        self._health = self._channel.unary_unary(_HEALTH_CHECK)
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the channel; later calls raise TransportError."""
+        if not self._closed:
+            self._closed = True
+            self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.target!r}, token={'***' if self._metadata else None})"
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _call(self, rpc: str, method: Callable[..., _T], request: Any, timeout: float | None) -> _T:
+        if self._closed:
+            raise TransportError(f"reqstate {rpc} via {self.target}: the client is closed")
+        try:
+            return method(
+                request,
+                timeout=self.timeout if timeout is None else timeout,
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(rpc, error, self.target) from None
+        except ValueError as error:
+            # grpcio raises ValueError for a closed channel.
+            raise TransportError(f"reqstate {rpc} via {self.target}: {error}") from None
+
+    # -- RPCs --------------------------------------------------------------
+
+    def mint(
+        self,
+        tool: str,
+        step: str,
+        *,
+        state: bytes | None = None,
+        state_json: Any = None,
+        ttl_seconds: int = 0,
+        context: bytes = b"",
+        timeout: float | None = None,
+    ) -> Minted:
+        """Mints one token under the primary key.
+
+        The state is `state` (bytes) or `state_json` (JSON text, or any value
+        `json.dumps` takes); neither means empty bytes. `ttl_seconds=0` is the
+        sidecar's default TTL. `context` (caller, audience, argument digest …)
+        is bound but not stored: `verify` must give the same bytes. A malformed
+        request raises InvalidRequestError with `.reason` set.
+        """
+        request = _mint_request(tool, step, state, state_json, ttl_seconds, context)
+        return _minted(self._call("Mint", self._stub.Mint, request, timeout))
+
+    def verify(
+        self,
+        token: str,
+        tool: str,
+        *,
+        expected_step: str | None = None,
+        context: bytes = b"",
+        timeout: float | None = None,
+    ) -> Verified:
+        """Verifies one token: a token that does not verify is `valid=False` with a `reason`."""
+        request = _verify_request(token, tool, expected_step, context)
+        return _verified(self._call("Verify", self._stub.Verify, request, timeout))
+
+    def mint_batch(self, items: Iterable[MintItem], *, timeout: float | None = None) -> list[Minted | ItemError]:
+        """Mints many tokens; each result is a `Minted` or an `ItemError`, in item order."""
+        request = pb.MintBatchRequest(
+            items=[_mint_request(i.tool, i.step, i.state, i.state_json, i.ttl_seconds, i.context) for i in items]
+        )
+        response = self._call("MintBatch", self._stub.MintBatch, request, timeout)
+        results: list[Minted | ItemError] = []
+        for result in response.results:
+            if result.WhichOneof("outcome") == "minted":
+                results.append(_minted(result.minted))
+            else:
+                results.append(ItemError(reason=Reason.from_wire(result.error.reason), detail=result.error.detail))
+        return results
+
+    def verify_batch(self, items: Iterable[VerifyItem], *, timeout: float | None = None) -> list[Verified]:
+        """Verifies many tokens, each on its own; results in item order."""
+        request = pb.VerifyBatchRequest(
+            items=[_verify_request(i.token, i.tool, i.expected_step, i.context) for i in items]
+        )
+        response = self._call("VerifyBatch", self._stub.VerifyBatch, request, timeout)
+        return [_verified(r) for r in response.results]
+
+    def seal(self, payload: bytes, *, aad: bytes = b"", timeout: float | None = None) -> Sealed:
+        """Seals opaque bytes under the primary key, bound to `aad` (no expiry is added)."""
+        request = pb.SealRequest(payload=bytes(payload), aad=bytes(aad))
+        response = self._call("Seal", self._stub.Seal, request, timeout)
+        return Sealed(token=response.token, key_id=response.key_id)
+
+    def unseal(self, token: str, *, aad: bytes = b"", timeout: float | None = None) -> Unsealed:
+        """Opens a token made by `seal` with the same `aad`; failure is `valid=False`."""
+        request = pb.UnsealRequest(token=token, aad=bytes(aad))
+        response = self._call("Unseal", self._stub.Unseal, request, timeout)
+        return Unsealed(
+            valid=response.valid,
+            reason=Reason.from_wire(response.reason),
+            detail=response.detail,
+            payload=response.payload,
+            key_id=response.key_id,
+        )
+
+    def list_keys(self, *, timeout: float | None = None) -> KeyList:
+        """The sidecar's keys right now (never their material) and its keyring generation."""
+        response = self._call("ListKeys", self._stub.ListKeys, pb.ListKeysRequest(), timeout)
+        return KeyList(
+            keys=tuple(
+                KeyInfo(
+                    id=k.id,
+                    algorithm=Algorithm.from_wire(k.algorithm),
+                    status=KeyStatus.from_wire(k.status),
+                    created_at=k.created_at if k.HasField("created_at") else None,
+                )
+                for k in response.keys
+            ),
+            keyring_generation=response.keyring_generation,
+        )
+
+    def health(self, service: str = "", *, timeout: float | None = None) -> str:
+        """`grpc.health.v1.Health/Check`: "SERVING", "NOT_SERVING", … (needs no bearer token)."""
+        encoded = service.encode()
+        if len(encoded) > 127:
+            raise ValueError("service name too long")
+        request = (b"\x0a" + bytes([len(encoded)]) + encoded) if encoded else b""
+        raw = self._call("Health/Check", self._health, request, timeout)
+        # HealthCheckResponse { ServingStatus status = 1; }: absent means 0.
+        status = raw[1] if len(raw) >= 2 and raw[0] == 0x08 else 0
+        return _HEALTH_STATUS.get(status, f"UNKNOWN({status})")
+
+
+__all__ = ["Client", "DEFAULT_TIMEOUT", "ReqstateError", "grpc_target"]

@@ -1,0 +1,287 @@
+"""reqstate_client.Client against a real sidecar, over its Unix socket and TCP."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from conftest import AUTH_TOKEN, Sidecar, free_port
+
+from reqstate_client import (
+    Algorithm,
+    AuthenticationError,
+    Client,
+    InvalidRequestError,
+    ItemError,
+    KeyStatus,
+    Minted,
+    MintItem,
+    Reason,
+    ReqstateError,
+    TransportError,
+    VerifyItem,
+)
+from reqstate_client._pb import reqstate_pb2 as pb
+
+CONTEXT = b'{"principal":"user-42","audience":"counter-server","args":"sha256:..."}'
+
+
+def test_health_answers_without_the_bearer_token(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport, token=None) as client:
+        assert client.health() == "SERVING"
+        assert client.health("reqstate.v1.RequestState") == "SERVING"
+
+
+def test_mint_then_verify_json_state(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        before = int(time.time())
+        minted = client.mint(
+            "increase-counter",
+            "confirm",
+            state_json={"current": 10, "amount": 5},
+            ttl_seconds=120,
+            context=CONTEXT,
+        )
+        assert isinstance(minted, Minted)
+        assert minted.key_id == 1  # the primary
+        assert minted.expires_at - minted.issued_at == 120
+        assert before - 1 <= minted.issued_at <= int(time.time()) + 1
+        assert set(minted.token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+        verified = client.verify(minted.token, "increase-counter", expected_step="confirm", context=CONTEXT)
+        assert verified.valid and verified
+        assert verified.reason is Reason.UNSPECIFIED
+        assert verified.detail == ""
+        assert verified.step == "confirm"
+        assert verified.state is None
+        assert verified.json() == {"current": 10, "amount": 5}
+        assert (verified.key_id, verified.issued_at, verified.expires_at) == (
+            minted.key_id,
+            minted.issued_at,
+            minted.expires_at,
+        )
+
+
+def test_mint_then_verify_bytes_and_default_ttl(sidecar: Sidecar) -> None:
+    with sidecar.client() as client:
+        minted = client.mint("t", "s", state=b"\x00\xffopaque")
+        assert minted.expires_at - minted.issued_at == 600  # the sidecar's --default-ttl
+        verified = client.verify(minted.token, "t")
+        assert verified.valid
+        assert verified.state == b"\x00\xffopaque"
+        assert verified.state_json is None
+        with pytest.raises(ValueError):
+            verified.json()
+        # Raw JSON text is passed through as is.
+        text = client.mint("t", "s", state_json='[1, "two"]')
+        assert client.verify(text.token, "t").state_json == '[1,"two"]'
+        # Neither state: empty bytes.
+        assert client.verify(client.mint("t", "s").token, "t").state == b""
+        with pytest.raises(ValueError):
+            client.mint("t", "s", state=b"x", state_json="1")
+
+
+def test_invalid_tokens_are_results_not_exceptions(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        token = client.mint("increase-counter", "confirm", state_json={"amount": 5}, context=CONTEXT).token
+        sealed = client.seal(b"payload").token
+        flipped = token[:-3] + ("A" if token[-3] != "A" else "B") + token[-2:]
+        cases = {
+            "altered": (flipped, "increase-counter", "confirm", CONTEXT, Reason.AUTHENTICATION_FAILED),
+            "other tool": (token, "decrease-counter", None, CONTEXT, Reason.AUTHENTICATION_FAILED),
+            "other caller": (token, "increase-counter", None, b"someone else", Reason.AUTHENTICATION_FAILED),
+            "other step": (token, "increase-counter", "amount", CONTEXT, Reason.WRONG_STEP),
+            "not base64url": ("not a token!", "increase-counter", None, CONTEXT, Reason.MALFORMED),
+            "sealed, not a state token": (sealed, "increase-counter", None, CONTEXT, Reason.WRONG_KIND),
+            "too long": ("A" * 9000, "increase-counter", None, CONTEXT, Reason.TOO_LARGE),
+        }
+        for name, (candidate, tool, step, context, reason) in cases.items():
+            result = client.verify(candidate, tool, expected_step=step, context=context)
+            assert not result.valid and not result, name
+            assert result.reason is reason, (name, result)
+            assert result.detail, name
+            assert result.state is None and result.state_json is None and result.step == "", name
+        assert client.verify(token, "increase-counter", context=CONTEXT).valid  # the original still verifies
+
+
+def test_tokens_of_a_retired_or_unknown_key_are_refused(sidecar: Sidecar) -> None:
+    # Key 3 is retired in the shared sidecar's keyring, key 9 is in no keyring:
+    # mint them with sidecars of their own that hold the same secrets as primary.
+    for key_id, reason in ((3, Reason.RETIRED_KEY), (9, Reason.UNKNOWN_KEY)):
+        other = Sidecar(keys=[(key_id, "primary")])
+        try:
+            with other.client() as client:
+                token = client.mint("t", "s").token
+                sealed = client.seal(b"p").token
+        finally:
+            other.stop()
+        with sidecar.client() as client:
+            assert client.verify(token, "t").reason is reason
+            assert client.unseal(sealed).reason is reason
+
+
+def test_malformed_requests_raise_with_their_reason(sidecar: Sidecar) -> None:
+    with sidecar.client() as client:
+        with pytest.raises(InvalidRequestError) as empty_tool:
+            client.mint("", "s")
+        assert empty_tool.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert empty_tool.value.reason is Reason.INVALID_ARGUMENT
+        with pytest.raises(InvalidRequestError) as bad_json:
+            client.mint("t", "s", state_json="{not json")
+        assert bad_json.value.reason is Reason.INVALID_ARGUMENT
+        with pytest.raises(InvalidRequestError) as too_long:
+            client.mint("t", "s", ttl_seconds=10**9)
+        assert too_long.value.reason is Reason.LIFETIME_TOO_LONG
+        with pytest.raises(InvalidRequestError):
+            client.verify("x", "")
+        assert isinstance(too_long.value, ReqstateError)
+
+
+def test_seal_and_unseal(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        sealed = client.seal(b'{"v":1,"s":"state"}', aad=b"domain-a")
+        assert sealed.key_id == 1
+        opened = client.unseal(sealed.token, aad=b"domain-a")
+        assert opened.valid and opened
+        assert opened.payload == b'{"v":1,"s":"state"}'
+        assert opened.key_id == 1
+        assert opened.reason is Reason.UNSPECIFIED
+        # Another aad, an altered token, a state token: in-band failures.
+        other_aad = client.unseal(sealed.token, aad=b"domain-b")
+        assert not other_aad.valid and other_aad.reason is Reason.AUTHENTICATION_FAILED
+        assert other_aad.payload == b""
+        assert client.unseal(sealed.token + "-TAMPERED", aad=b"domain-a").valid is False
+        state_token = client.mint("t", "s").token
+        assert client.unseal(state_token).reason is Reason.WRONG_KIND
+        # Two seals of the same payload differ (random nonce).
+        assert client.seal(b"same").token != client.seal(b"same").token
+
+
+def test_mint_batch_and_verify_batch(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        results = client.mint_batch(
+            [
+                MintItem("counter", "a", state_json={"n": 1}),
+                MintItem("", "b", state_json={"n": 2}),
+                MintItem("counter", "c", state=b"3", context=b"ctx"),
+            ]
+        )
+        assert len(results) == 3
+        first, second, third = results
+        assert isinstance(first, Minted) and isinstance(third, Minted)
+        assert isinstance(second, ItemError)
+        assert second.reason is Reason.INVALID_ARGUMENT and second.detail
+
+        verified = client.verify_batch(
+            [
+                VerifyItem(third.token, "counter", expected_step="c", context=b"ctx"),
+                VerifyItem(first.token, "counter", expected_step="a"),
+                VerifyItem(first.token, ""),
+                VerifyItem(first.token, "counter", expected_step="zzz"),
+                VerifyItem(third.token, "counter"),  # context missing
+            ]
+        )
+        assert [v.valid for v in verified] == [True, True, False, False, False]
+        assert verified[0].state == b"3" and verified[0].step == "c"
+        assert verified[1].json() == {"n": 1} and verified[1].step == "a"
+        assert [v.reason for v in verified[2:]] == [
+            Reason.INVALID_ARGUMENT,
+            Reason.WRONG_STEP,
+            Reason.AUTHENTICATION_FAILED,
+        ]
+        assert client.mint_batch([]) == [] and client.verify_batch([]) == []
+
+
+def test_list_keys(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        keys = client.list_keys()
+    assert keys.keyring_generation == 1
+    assert [(k.id, k.status) for k in keys.keys] == [
+        (1, KeyStatus.PRIMARY),
+        (2, KeyStatus.ACTIVE),
+        (3, KeyStatus.RETIRED),
+    ]
+    assert all(k.algorithm is Algorithm.XCHACHA20_POLY1305 for k in keys.keys)
+    assert keys.keys[0].created_at == 1796040000  # 2026-11-30T12:00:00Z
+    assert keys.primary is not None and keys.primary.id == 1
+    assert keys.get(2) is not None and keys.get(4) is None
+
+
+def test_bearer_token_is_required(sidecar: Sidecar, transport: str) -> None:
+    for token in (None, "wrong-token", AUTH_TOKEN + "x"):
+        with sidecar.client(transport, token=token) as client:
+            for call in (
+                lambda: client.mint("t", "s"),
+                lambda: client.verify("x", "t"),
+                lambda: client.seal(b"p"),
+                lambda: client.unseal("x"),
+                client.list_keys,
+            ):
+                with pytest.raises(AuthenticationError) as refused:
+                    call()
+                assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
+                assert not isinstance(refused.value, TransportError)
+            assert client.health() == "SERVING"
+    with sidecar.client(transport, token=AUTH_TOKEN) as client:
+        assert client.list_keys().keys
+
+
+def test_unreachable_sidecar_raises_transport_error(dead_unix_target: str) -> None:
+    for target in (dead_unix_target, f"127.0.0.1:{free_port()}", f"tcp:127.0.0.1:{free_port()}"):
+        with Client(target, token="t", timeout=2.0) as client:
+            started = time.monotonic()
+            for call in (
+                lambda: client.mint("t", "s"),
+                lambda: client.verify("x", "t"),
+                lambda: client.seal(b"p"),
+                lambda: client.unseal("x"),
+                lambda: client.mint_batch([MintItem("t", "s")]),
+                lambda: client.verify_batch([VerifyItem("x", "t")]),
+                client.list_keys,
+                client.health,
+            ):
+                with pytest.raises(TransportError) as failed:
+                    call()
+                assert isinstance(failed.value, ReqstateError)
+                assert failed.value.code is grpc.StatusCode.UNAVAILABLE
+                assert target in str(failed.value)
+            assert time.monotonic() - started < 10  # fails fast, does not hang
+
+
+def test_a_closed_client_raises_transport_error(sidecar: Sidecar) -> None:
+    with sidecar.client() as client:
+        assert client.list_keys().keys
+    with pytest.raises(TransportError):
+        client.list_keys()
+    client.close()  # idempotent
+
+
+def test_enums_mirror_the_proto() -> None:
+    for python_enum, proto_enum, prefix in (
+        (Reason, pb.Reason, "REASON_"),
+        (Algorithm, pb.Algorithm, "ALGORITHM_"),
+        (KeyStatus, pb.KeyStatus, "KEY_STATUS_"),
+    ):
+        proto = {name.removeprefix(prefix): number for name, number in proto_enum.items()}
+        ours = {m.name: m.value for m in python_enum if m.name != "UNRECOGNIZED"}
+        assert ours == proto, python_enum.__name__
+        assert python_enum.from_wire(999) is python_enum.UNRECOGNIZED
+    assert Reason.AUTHENTICATION_FAILED.code == "authentication_failed"
+    assert Reason.from_code("retired_key") is Reason.RETIRED_KEY
+    assert Reason.from_code("REASON_RETIRED_KEY") is Reason.RETIRED_KEY
+    assert Reason.from_code("") is None
+    assert Reason.from_code("something_new") is Reason.UNRECOGNIZED
+
+
+def test_targets() -> None:
+    from reqstate_client import grpc_target
+
+    assert grpc_target("unix:///run/reqstate.sock") == "unix:///run/reqstate.sock"
+    assert grpc_target("tcp:127.0.0.1:50051") == "127.0.0.1:50051"
+    assert grpc_target("localhost:50051") == "localhost:50051"
+    with pytest.raises(ValueError):
+        Client("")
+    assert "***" in repr(Client("localhost:1", token="secret")) and "secret" not in repr(
+        Client("localhost:1", token="secret")
+    )
