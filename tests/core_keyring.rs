@@ -196,3 +196,25 @@ fn relative_secret_files_resolve_against_the_keyring_directory() {
     assert!(e.message.contains("cannot read secret_file"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn secret_files_must_be_small_regular_files() {
+    for (path, why) in [
+        ("/dev/zero", "not a regular file"),
+        ("/", "not a regular file"),
+    ] {
+        let e = refusal(&format!(
+            "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{path}\"\n"
+        ));
+        assert!(e.message.contains(why), "{path}: {e}");
+    }
+    let dir = std::env::temp_dir().join(format!("reqstate-big-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("big"), "A".repeat(10_000)).expect("write");
+    let e = refusal(&format!(
+        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n",
+        dir.join("big").display()
+    ));
+    assert!(e.message.contains("longer than 4096 bytes"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -37,7 +37,12 @@
 //! The envelope is four fixed map entries; writing and parsing it by hand lets
 //! the verifier insist on the canonical encoding (one byte string per token)
 //! and costs nothing. The state is whatever `serde` type the server uses, so
-//! it goes through `ciborium`, after a depth-bounded well-formedness walk.
+//! it is written by `ciborium` and, after a depth-bounded well-formedness walk,
+//! read by `cbor4ii` (eight times faster on the reference claims), falling back
+//! to `ciborium` for what `cbor4ii` cannot read into self-describing types
+//! (CBOR tags). The stored bytes are never re-encoded; one reading differs
+//! from the value written: a `ciborium::Value` bignum (tag 2 or 3) that fits
+//! in 128 bits reads back as an `Integer`, as `ciborium` itself reads it.
 //!
 //! # Keys are derived once
 //! Each configured secret goes through HKDF-SHA256 with a label naming the

@@ -159,16 +159,35 @@ fn entry_to_spec(entry: Entry, base: BaseDir<'_>) -> Result<KeySpec, KeyringErro
     })
 }
 
+/// Longest `secret_file` read, in bytes: a 1024-byte secret is 1368 base64
+/// characters; anything much longer is not a secret file.
+#[cfg(feature = "std")]
+const MAX_SECRET_FILE_LEN: u64 = 4096;
+
 #[cfg(feature = "std")]
 fn read_secret_file(path: &str, base: BaseDir<'_>) -> Result<Secret, KeyringError> {
+    use std::io::Read as _;
     let resolved = match base {
         Some(dir) if std::path::Path::new(path).is_relative() => dir.join(path),
         _ => std::path::PathBuf::from(path),
     };
-    let bytes = zeroize::Zeroizing::new(
-        std::fs::read(&resolved)
-            .map_err(|e| KeyringError::new(format!("cannot read secret_file {path:?}: {e}")))?,
-    );
+    let cannot = |e: &dyn core::fmt::Display| {
+        KeyringError::new(format!("cannot read secret_file {path:?}: {e}"))
+    };
+    // Refuse devices and FIFOs before opening (opening a FIFO blocks), and
+    // cap the read so `/dev/zero` or a huge file cannot exhaust memory.
+    let meta = std::fs::metadata(&resolved).map_err(|e| cannot(&e))?;
+    if !meta.is_file() {
+        return Err(cannot(&"not a regular file"));
+    }
+    let file = std::fs::File::open(&resolved).map_err(|e| cannot(&e))?;
+    let mut bytes = zeroize::Zeroizing::new(Vec::new());
+    file.take(MAX_SECRET_FILE_LEN + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| cannot(&e))?;
+    if bytes.len() as u64 > MAX_SECRET_FILE_LEN {
+        return Err(cannot(&"longer than 4096 bytes"));
+    }
     let text = core::str::from_utf8(&bytes)
         .map_err(|_| KeyringError::new(format!("secret_file {path:?} is not base64 text")))?;
     Secret::from_base64(text)
