@@ -52,4 +52,7 @@ bash clients/node/run-tests.sh
 step "Python client (grpcio) and the official mcp SDK end to end against the real sidecar"
 bash clients/python/run-tests.sh
 
+step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
+bash fuzz/run.sh 20
+
 step "all tests passed"
