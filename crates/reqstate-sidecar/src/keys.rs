@@ -150,9 +150,15 @@ fn find_key(tables: &mut ArrayOfTables, id: u32) -> Result<&mut Table, KeysError
 /// sidecar) sees the old file or the new one, never a partial one.
 fn validate_and_write(path: &Path, doc: &DocumentMut) -> Result<(), KeysError> {
     let text = zeroize::Zeroizing::new(doc.to_string());
+    // Validated as the sidecar will load it (relative secret files from the
+    // configured path's directory) ...
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     reqstate::Keyring::from_toml_in_dir(&text, dir)
         .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
+    // ... and written where a symlinked keyring really lives, so the link
+    // survives (renaming over it would replace it with a plain file).
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = resolved.as_path();
     let io = |e| KeysError::Io(path.to_path_buf(), e);
     let file_name = path.file_name().ok_or_else(|| {
         KeysError::Io(
@@ -380,6 +386,23 @@ mod tests {
             keyring.get(reqstate::KeyId::new(1)).map(|k| k.status()),
             Some(KeyStatus::Active)
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_symlinked_keyring_is_edited_through_the_link() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let target = dir.path().join("keyring-prod.toml");
+        new_key(&target, Algorithm::XChaCha20Poly1305, None)?;
+        let link = dir.path().join("keyring.toml");
+        std::os::unix::fs::symlink("keyring-prod.toml", &link)?;
+        new_key(&link, Algorithm::XChaCha20Poly1305, None)?;
+        assert!(
+            std::fs::symlink_metadata(&link)?.file_type().is_symlink(),
+            "the link was replaced"
+        );
+        let keyring = reqstate::Keyring::from_toml(&std::fs::read_to_string(&target)?)?;
+        assert_eq!(keyring.len(), 2);
         Ok(())
     }
 
