@@ -307,6 +307,11 @@ fn sealed_and_state_tokens_never_cross() {
             Error::WrongKind { .. }
         ));
         assert_eq!(c.unseal(&sealed, CONTEXT).expect("unseal"), b"\xa1\x01\x02");
+        let detailed = c.unseal_detailed(&sealed, CONTEXT).expect("unseal");
+        assert_eq!(
+            (detailed.payload.as_slice(), detailed.key_id),
+            (&b"\xa1\x01\x02"[..], KeyId::new(7))
+        );
     }
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use reqstate::{Codec, Error, KeyStatus, UntrustedToken};
+use reqstate::{Codec, Error, KeyStatus};
 use reqstate_proto::v1 as pb;
 use reqstate_proto::v1::request_state_server::RequestState;
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -359,12 +359,9 @@ impl RequestState for RequestStateService {
         let keyring = self.keyring.load();
         let request = request.get_ref();
         let codec = &keyring.codec;
-        match codec.unseal(&request.token, &request.aad) {
-            Ok(payload) => {
-                // The token opened, so its header parses; the id is the key that opened it.
-                let key_id = UntrustedToken::parse(&request.token, codec.policy().max_token_len())
-                    .map(|t| t.key_id().get())
-                    .unwrap_or_default();
+        match codec.unseal_detailed(&request.token, &request.aad) {
+            Ok(reqstate::Unsealed { payload, key_id }) => {
+                let key_id = key_id.get();
                 self.finish(
                     "Unseal",
                     started,

@@ -128,6 +128,15 @@ pub struct Minted {
     pub expires_at: u64,
 }
 
+/// The payload of a sealed token that opened, and the key that opened it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsealed {
+    /// The payload given to [`Codec::seal`].
+    pub payload: Vec<u8>,
+    /// The key that verified it.
+    pub key_id: KeyId,
+}
+
 /// The contents of a token that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified<T> {
@@ -453,6 +462,11 @@ impl Codec {
 
     /// Opens a token made by [`Codec::seal`] with the same `aad`.
     pub fn unseal(&self, token: &str, aad: &[u8]) -> Result<Vec<u8>, Error> {
+        self.unseal_detailed(token, aad).map(|u| u.payload)
+    }
+
+    /// [`Codec::unseal`], also returning the key that opened the token.
+    pub fn unseal_detailed(&self, token: &str, aad: &[u8]) -> Result<Unsealed, Error> {
         check_context(aad)?;
         let (mut parsed, key) = self.open_prefix(token, TokenKind::Sealed)?;
         let binding = Binding {
@@ -460,10 +474,13 @@ impl Codec {
             context: aad,
         };
         let body = crypto::open(key, &mut parsed.bytes, parsed.prefix_len, binding)?;
-        let mut bytes = parsed.bytes;
-        bytes.truncate(body.end);
-        bytes.drain(..body.start);
-        Ok(bytes)
+        let mut payload = parsed.bytes;
+        payload.truncate(body.end);
+        payload.drain(..body.start);
+        Ok(Unsealed {
+            payload,
+            key_id: parsed.key_id,
+        })
     }
 
     /// Decodes the header and finds the key, applying every check that comes

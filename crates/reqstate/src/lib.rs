@@ -72,7 +72,9 @@ mod token;
 #[cfg(feature = "std")]
 pub use clock::{BufferedRandom, OsRandom, SystemClock};
 pub use clock::{Clock, FixedClock, SecureRandom};
-pub use codec::{Codec, MAX_CONTEXT_LEN, MAX_STEP_LEN, MAX_TOOL_LEN, Minted, Policy, Verified};
+pub use codec::{
+    Codec, MAX_CONTEXT_LEN, MAX_STEP_LEN, MAX_TOOL_LEN, Minted, Policy, Unsealed, Verified,
+};
 pub use context::{CALL_CONTEXT_LEN, call_context, call_context_from_value, canonical_json};
 pub use error::{Error, KeyringError};
 pub use keyring::{
