@@ -88,52 +88,78 @@ fn authenticated_bytes(r: &Reference, algorithm: Algorithm) -> (Vec<u8>, Vec<u8>
     (ad, body)
 }
 
+/// The bare `ring` primitives over exactly the bytes reqstate authenticates
+/// for the reference claims, keys set up once: the floors every ratio uses.
+struct Floors {
+    hmac_key: hmac::Key,
+    hmac_message: Vec<u8>,
+    chacha_key: aead::LessSafeKey,
+    ad: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl Floors {
+    fn new(r: &Reference) -> Self {
+        let (ad, body) = authenticated_bytes(r, Algorithm::HmacSha256);
+        let mut hmac_message = ad;
+        hmac_message.extend_from_slice(&body);
+        let (ad, body) = authenticated_bytes(r, Algorithm::XChaCha20Poly1305);
+        Floors {
+            hmac_key: hmac::Key::new(hmac::HMAC_SHA256, &[7u8; 32]),
+            hmac_message,
+            chacha_key: aead::LessSafeKey::new(
+                aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &[7u8; 32]).expect("key"),
+            ),
+            ad,
+            body,
+        }
+    }
+
+    /// HMAC-SHA256 of the HMAC token's authenticated bytes.
+    fn hmac(&self) -> hmac::Tag {
+        hmac::sign(&self.hmac_key, black_box(&self.hmac_message))
+    }
+
+    /// ChaCha20-Poly1305 seal of the claims under one reused key.
+    fn chacha_seal(&self) -> (Vec<u8>, aead::Tag) {
+        Self::seal(&self.chacha_key, &self.ad, &self.body)
+    }
+
+    /// The XChaCha20-Poly1305 construction: HChaCha20 subkey, key setup, seal.
+    fn xchacha_seal(&self) -> (Vec<u8>, aead::Tag) {
+        let k = chacha20::Key::from([7u8; 32]);
+        let sub: [u8; 32] = chacha20::hchacha::<chacha20::R20>(&k, &[9u8; 16].into()).into();
+        let key = aead::LessSafeKey::new(
+            aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &sub).expect("key"),
+        );
+        Self::seal(&key, &self.ad, &self.body)
+    }
+
+    fn seal(key: &aead::LessSafeKey, ad: &[u8], body: &[u8]) -> (Vec<u8>, aead::Tag) {
+        let mut buf = body.to_vec();
+        let tag = key
+            .seal_in_place_separate_tag(
+                aead::Nonce::assume_unique_for_key([0; 12]),
+                aead::Aad::from(black_box(ad)),
+                &mut buf,
+            )
+            .expect("seal");
+        (buf, tag)
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let r = reference();
     let mut g = c.benchmark_group("reference-claims");
 
     // The floors: the bare primitives over the same bytes, keys already set up.
-    let (ad, body) = authenticated_bytes(&r, Algorithm::HmacSha256);
-    let hkey = hmac::Key::new(hmac::HMAC_SHA256, &[7u8; 32]);
-    let mut message = ad.clone();
-    message.extend_from_slice(&body);
-    g.bench_function("floor/hmac-sha256", |b| {
-        b.iter(|| hmac::sign(&hkey, black_box(&message)))
-    });
-    let (ad, body) = authenticated_bytes(&r, Algorithm::XChaCha20Poly1305);
-    let ckey = aead::LessSafeKey::new(
-        aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &[7u8; 32]).expect("key"),
-    );
+    let floors = Floors::new(&r);
+    g.bench_function("floor/hmac-sha256", |b| b.iter(|| floors.hmac()));
     g.bench_function("floor/chacha20-poly1305-seal", |b| {
-        b.iter(|| {
-            let mut buf = body.clone();
-            let tag = ckey
-                .seal_in_place_separate_tag(
-                    aead::Nonce::assume_unique_for_key([0; 12]),
-                    aead::Aad::from(black_box(&ad[..])),
-                    &mut buf,
-                )
-                .expect("seal");
-            black_box((buf, tag))
-        })
+        b.iter(|| floors.chacha_seal())
     });
     g.bench_function("floor/xchacha20-poly1305-seal", |b| {
-        let k = chacha20::Key::from([7u8; 32]);
-        b.iter(|| {
-            let sub: [u8; 32] = chacha20::hchacha::<chacha20::R20>(&k, &[9u8; 16].into()).into();
-            let key = aead::LessSafeKey::new(
-                aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &sub).expect("key"),
-            );
-            let mut buf = body.clone();
-            let tag = key
-                .seal_in_place_separate_tag(
-                    aead::Nonce::assume_unique_for_key([0; 12]),
-                    aead::Aad::from(black_box(&ad[..])),
-                    &mut buf,
-                )
-                .expect("seal");
-            black_box((buf, tag))
-        })
+        b.iter(|| floors.xchacha_seal())
     });
     let random = OsRandom::new();
     g.bench_function("floor/os-random-24-bytes", |b| {
@@ -455,27 +481,12 @@ fn summary(_: &mut Criterion) {
     let quick = std::env::args().any(|a| a == "--test");
     let (n, rounds) = if quick { (10, 1) } else { (20_000, 9) };
     let r = reference();
-    let (ad, body) = authenticated_bytes(&r, Algorithm::HmacSha256);
-    let hkey = hmac::Key::new(hmac::HMAC_SHA256, &[7u8; 32]);
-    let mut message = ad;
-    message.extend_from_slice(&body);
+    let floors = Floors::new(&r);
     let floor_hmac = median_ns(n, rounds, || {
-        black_box(hmac::sign(&hkey, black_box(&message)));
+        black_box(floors.hmac());
     });
-    let (ad, body) = authenticated_bytes(&r, Algorithm::XChaCha20Poly1305);
-    let ckey = aead::LessSafeKey::new(
-        aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &[7u8; 32]).expect("key"),
-    );
     let floor_aead = median_ns(n, rounds, || {
-        let mut buf = body.clone();
-        let tag = ckey
-            .seal_in_place_separate_tag(
-                aead::Nonce::assume_unique_for_key([0; 12]),
-                aead::Aad::from(&ad[..]),
-                &mut buf,
-            )
-            .expect("seal");
-        let _ = black_box((buf, tag));
+        let _ = black_box(floors.chacha_seal());
     });
     let rows: Vec<(&str, f64, f64, usize)> = contenders(&r)
         .into_iter()
