@@ -48,7 +48,8 @@
 //! ```
 //!
 //! # Features
-//! - `std` (default): [`SystemClock`], [`OsRandom`], [`Codec::new`], and
+//! - `std` (default): [`SystemClock`], [`OsRandom`], [`BufferedRandom`] (the
+//!   fork-safe pool [`Codec::new`] uses), [`Codec::new`], and
 //!   keyring secrets from files and environment variables. Without it the
 //!   crate is `no_std + alloc`; supply a [`Clock`] and a [`SecureRandom`].
 
