@@ -283,7 +283,11 @@ async fn bench() -> TestResult {
     let sidecar = Sidecar::start(
         SidecarOptions::new(keyring_toml(&[(1, "primary")]))
             .arg("--log")
-            .arg("warn"),
+            .arg("warn")
+            // The Health/Check baseline runs at the same concurrency as the
+            // other cases; the default health limit (16) would shed it.
+            .arg("--max-health-calls")
+            .arg((2 * concurrency).max(16).to_string()),
     )
     .await?;
     let mut unix = Vec::new();

@@ -92,6 +92,10 @@ fn authenticated_bytes(r: &Reference, algorithm: Algorithm) -> (Vec<u8>, Vec<u8>
 /// for the reference claims, keys set up once: the floors every ratio uses.
 struct Floors {
     hmac_key: hmac::Key,
+    /// The HMAC input of the hedged nonce: r ‖ A ‖ body (FORMAT.md §4.2).
+    hedge_message: Vec<u8>,
+    /// The hedge's key, as the crate holds it (RustCrypto HMAC-SHA256).
+    hedge_key: ::hmac::Hmac<::sha2::Sha256>,
     hmac_message: Vec<u8>,
     chacha_key: aead::LessSafeKey,
     ad: Vec<u8>,
@@ -104,8 +108,16 @@ impl Floors {
         let mut hmac_message = ad;
         hmac_message.extend_from_slice(&body);
         let (ad, body) = authenticated_bytes(r, Algorithm::XChaCha20Poly1305);
+        let mut hedge_message = vec![3u8; 24];
+        hedge_message.extend_from_slice(&ad);
+        hedge_message.extend_from_slice(&body);
         Floors {
             hmac_key: hmac::Key::new(hmac::HMAC_SHA256, &[7u8; 32]),
+            hedge_message,
+            hedge_key: <::hmac::Hmac<::sha2::Sha256> as ::hmac::KeyInit>::new_from_slice(
+                &[7u8; 32],
+            )
+            .expect("key"),
             hmac_message,
             chacha_key: aead::LessSafeKey::new(
                 aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &[7u8; 32]).expect("key"),
@@ -118,6 +130,15 @@ impl Floors {
     /// HMAC-SHA256 of the HMAC token's authenticated bytes.
     fn hmac(&self) -> hmac::Tag {
         hmac::sign(&self.hmac_key, black_box(&self.hmac_message))
+    }
+
+    /// The hedged nonce's HMAC alone (FORMAT.md §4.2), what hedging adds to an
+    /// XChaCha20-Poly1305 mint.
+    fn hedge(&self) -> [u8; 32] {
+        use ::hmac::Mac as _;
+        let mut mac = self.hedge_key.clone();
+        mac.update(black_box(&self.hedge_message));
+        mac.finalize().into_bytes().into()
     }
 
     /// ChaCha20-Poly1305 seal of the claims under one reused key.
@@ -162,6 +183,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| floors.xchacha_seal())
     });
     let random = OsRandom::new();
+    g.bench_function("floor/hedged-nonce-hmac", |b| b.iter(|| floors.hedge()));
     g.bench_function("floor/os-random-24-bytes", |b| {
         b.iter(|| {
             let mut n = [0u8; 24];
@@ -174,6 +196,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut n = [0u8; 24];
             BufferedRandom.fill(&mut n).expect("random");
+            black_box(n)
+        })
+    });
+
+    g.bench_function("floor/buffered-random-hedge-24-bytes (no getpid)", |b| {
+        b.iter(|| {
+            let mut n = [0u8; 24];
+            BufferedRandom.fill_hedge(&mut n).expect("random");
             black_box(n)
         })
     });
@@ -488,6 +518,12 @@ fn summary(_: &mut Criterion) {
     let floor_aead = median_ns(n, rounds, || {
         let _ = black_box(floors.chacha_seal());
     });
+    let floor_xchacha = median_ns(n, rounds, || {
+        let _ = black_box(floors.xchacha_seal());
+    });
+    let floor_hedge = median_ns(n, rounds, || {
+        black_box(floors.hedge());
+    });
     let rows: Vec<(&str, f64, f64, usize)> = contenders(&r)
         .into_iter()
         .map(|c| {
@@ -510,6 +546,12 @@ fn summary(_: &mut Criterion) {
     println!(
         "| floor: bare ChaCha20-Poly1305 seal (ring) over the same bytes | {floor_aead:.0} | {floor_aead:.0} | | | | |"
     );
+    println!(
+        "| floor: XChaCha20-Poly1305 construction (HChaCha20 subkey + key setup + seal) | {floor_xchacha:.0} | {floor_xchacha:.0} | | | | |"
+    );
+    println!(
+        "| floor: the nonce hedge alone, HMAC-SHA256 (RustCrypto, as the crate) over r, A and body | {floor_hedge:.0} | | | | | |"
+    );
     for (name, mint, verify, len) in &rows {
         let floor = if name.contains("hmac") {
             floor_hmac
@@ -524,6 +566,13 @@ fn summary(_: &mut Criterion) {
         println!(
             "| {name} | {mint:.0} | {verify:.0} | {:.0} | {len} | {ratios} |",
             mint + verify
+        );
+    }
+    if let Some((_, mint, verify, _)) = rows.iter().find(|r| r.0.contains("xchacha")) {
+        println!(
+            "\nreqstate xchacha20-poly1305 against the construction: mint {:.2}x, verify {:.2}x (target: mint within 2x)",
+            mint / floor_xchacha,
+            verify / floor_xchacha
         );
     }
     println!(

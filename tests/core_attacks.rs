@@ -284,3 +284,22 @@ fn every_key_id_swap_is_rejected() {
     }
     println!("key id swaps rejected: {count}");
 }
+
+#[test]
+fn mint_refuses_an_expiry_that_would_overflow() {
+    // Review item 11: a clock at 2^64 - ttl used to mint a token whose expiry
+    // saturated, which verification then called `malformed`.
+    for now in [u64::MAX, u64::MAX - 599] {
+        match ring_at(now).mint("t", "s", &1u8, TTL, b"") {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("overflows"), "{msg}"),
+            other => panic!("now = {now}: {other:?}"),
+        }
+    }
+    // The last second at which the expiry still fits mints, and the token
+    // verifies at that clock.
+    let codec = ring_at(u64::MAX - 600);
+    let minted = codec.mint_detailed("t", "s", &1u8, TTL, b"").expect("mint");
+    assert_eq!(minted.expires_at, u64::MAX);
+    let verified = codec.verify::<u8>(&minted.token, "t", b"").expect("verify");
+    assert_eq!(verified.expires_at, u64::MAX);
+}

@@ -1,5 +1,12 @@
 //! Keyring files: what loads, and that every refusal names its line and key.
 
+#[path = "support/misplaced_secrets.rs"]
+mod misplaced_secrets;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use reqstate::{Algorithm, Error, KeyId, KeyStatus, Keyring};
 
 const S1: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -153,9 +160,14 @@ fn secrets_load_from_files_and_environment() {
         "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n[[key]]\nid = 2\nstatus = \"active\"\nsecret_env = \"{var}\"\n",
         file.display()
     ));
-    // The variable is unset: a clear error naming it.
+    // The variable is unset: a clear error naming the field and the line,
+    // not the variable (a templater may have put a secret there).
     match ring {
-        Err(Error::InvalidKeyring(e)) => assert!(e.message.contains(var), "{e}"),
+        Err(Error::InvalidKeyring(e)) => {
+            assert!(e.message.contains("secret_env"), "{e}");
+            assert!(!e.to_string().contains(var), "{e}");
+            assert_eq!((e.line, e.key_id), (Some(5), Some(KeyId::new(2))), "{e}");
+        }
         other => panic!("expected a refusal for the unset variable, got {other:?}"),
     }
     let ring = Keyring::from_toml(&format!(
@@ -216,5 +228,186 @@ fn secret_files_must_be_small_regular_files() {
         dir.join("big").display()
     ));
     assert!(e.message.contains("longer than 4096 bytes"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Every way the error for `toml` can be shown.
+fn shown(toml: &str) -> Option<String> {
+    match Keyring::from_toml(toml) {
+        Ok(_) => None,
+        Err(e) => {
+            let inner = match &e {
+                Error::InvalidKeyring(k) => format!("{k} / {k:?} / {}", k.message),
+                _ => String::new(),
+            };
+            Some(format!("{e}\n{e:?}\n{inner}"))
+        }
+    }
+}
+
+#[test]
+fn misplaced_secrets_are_never_echoed() {
+    let secret = misplaced_secrets::misplaced();
+    let needles = misplaced_secrets::needles(&secret, &misplaced_secrets::misplaced_bytes());
+    let cases = misplaced_secrets::cases(&secret);
+    assert_eq!(cases.len(), 11);
+    let mut refused = 0;
+    let mut echoed = Vec::new();
+    for (name, toml) in &cases {
+        let Some(text) = shown(toml) else {
+            panic!("{name}: the keyring loaded");
+        };
+        refused += 1;
+        let found = misplaced_secrets::found_in(&text, &needles);
+        if !found.is_empty() {
+            echoed.push(format!("{name}: {text}"));
+        }
+    }
+    println!(
+        "{} of {} misplaced secrets refused, {} echoed",
+        refused,
+        cases.len(),
+        echoed.len()
+    );
+    assert!(
+        echoed.is_empty(),
+        "errors echo the secret:\n{}",
+        echoed.join("\n")
+    );
+}
+
+#[test]
+fn misplaced_secret_variants_are_never_echoed() {
+    let secret = misplaced_secrets::misplaced();
+    let needles = misplaced_secrets::needles(&secret, &misplaced_secrets::misplaced_bytes());
+    let variants = misplaced_secrets::variants(&secret);
+    let mut echoed = Vec::new();
+    for (name, toml) in &variants {
+        let Some(text) = shown(toml) else {
+            panic!("{name}: the keyring loaded");
+        };
+        if !misplaced_secrets::found_in(&text, &needles).is_empty() {
+            echoed.push(format!("{name}: {text}"));
+        }
+    }
+    println!(
+        "{} variants refused, {} echoed",
+        variants.len(),
+        echoed.len()
+    );
+    assert!(
+        echoed.is_empty(),
+        "errors echo the secret:\n{}",
+        echoed.join("\n")
+    );
+}
+
+#[test]
+fn errors_still_say_what_is_wrong_without_the_value() {
+    let secret = misplaced_secrets::misplaced();
+    for (name, field) in [
+        ("1 secret_file holds the secret", "secret_file"),
+        ("2 secret_env holds the secret", "secret_env"),
+        ("3 status holds the secret", "status"),
+        ("4 algorithm holds the secret", "algorithm"),
+        ("5 id is the secret, as a string", "id"),
+        ("6 created holds the secret", "created"),
+        ("7 an unknown key's value", "note"),
+        ("9 a misspelled field name `secrets`", "secrets"),
+        ("10 a second `secret` in the same entry", "secret"),
+        ("11 the keyring-level field `version`", "version"),
+    ] {
+        let (_, toml) = misplaced_secrets::cases(&secret)
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .expect("case");
+        let e = refusal(&toml);
+        assert!(e.line.is_some(), "{name}: no line: {e}");
+        assert!(
+            e.message.contains(field),
+            "{name}: does not name {field}: {e}"
+        );
+    }
+}
+
+/// A `secret_file` path swapped between a regular file and a FIFO as fast as
+/// possible: a check made before opening (stat, then open) can pass on the
+/// file and open the FIFO, which blocks for ever without a writer. Loading
+/// must return every time, with the secret or with "not a regular file".
+#[test]
+fn a_secret_file_swapped_for_a_fifo_never_blocks_loading() {
+    let dir = std::env::temp_dir().join(format!("reqstate-fifo-swap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("regular"), S1).expect("write secret");
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("fifo"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let target = dir.join("k");
+    std::fs::hard_link(dir.join("regular"), &target).expect("link");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (dir, target, stop) = (dir.clone(), target.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                for (source, tmp) in [("fifo", "tmp-fifo"), ("regular", "tmp-regular")] {
+                    let tmp = dir.join(tmp);
+                    let _ = std::fs::remove_file(&tmp);
+                    if std::fs::hard_link(dir.join(source), &tmp).is_ok()
+                        && std::fs::rename(&tmp, &target).is_ok()
+                    {
+                        swaps += 1;
+                    }
+                }
+            }
+            swaps
+        })
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let toml = format!(
+        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n",
+        target.display()
+    );
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while !stop.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(3) {
+                let outcome = match Keyring::from_toml(&toml) {
+                    Ok(_) => "loaded",
+                    Err(Error::InvalidKeyring(e)) if e.message.contains("not a regular file") => {
+                        "fifo refused"
+                    }
+                    Err(_) => "other refusal",
+                };
+                if tx.send(Some(outcome)).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(None);
+        });
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(Some(outcome)) => *counts.entry(outcome).or_insert(0u64) += 1,
+            Ok(None) => break,
+            Err(_) => {
+                stop.store(true, Ordering::SeqCst);
+                panic!("loading the keyring blocked on the FIFO; so far {counts:?}");
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let swaps = swapper.join().expect("swapper");
+    println!("{swaps} swaps, loads: {counts:?}");
+    assert!(counts.get("loaded").copied().unwrap_or(0) > 0, "{counts:?}");
+    assert!(
+        counts.get("fifo refused").copied().unwrap_or(0) > 0,
+        "{counts:?}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

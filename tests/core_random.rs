@@ -1,4 +1,7 @@
-//! The randomness sources: distinct output, and no repeats across `fork`.
+//! Randomness and nonces: distinct output from the sources, no repeats across
+//! `fork`, and XChaCha20-Poly1305 nonces that stay distinct for distinct
+//! messages even when the random source repeats itself (a process cloned in a
+//! new PID namespace, by a VM snapshot, or a broken generator).
 
 // fork(2) is unsafe to call from a multi-threaded process in general; the child
 // here only draws random bytes, writes them to a pipe and exits at once.
@@ -6,7 +9,13 @@
 
 use std::io::{Read, Write};
 
-use reqstate::{BufferedRandom, OsRandom, SecureRandom};
+use std::time::Duration;
+
+use base64::Engine as _;
+use reqstate::{
+    Algorithm, BufferedRandom, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
+    OsRandom, Policy, Secret, SecureRandom,
+};
 
 fn draw(source: &dyn SecureRandom) -> [u8; 24] {
     let mut out = [0u8; 24];
@@ -57,6 +66,287 @@ fn forked_child_never_repeats_the_parents_random_bytes() {
             assert_ne!(
                 parent, from_child,
                 "the child handed out the parent's buffered bytes"
+            );
+        }
+    }
+}
+
+/// A broken generator: the same bytes on every draw, as a cloned process
+/// replaying its parent's pool would give.
+struct Stuck(u8);
+
+impl SecureRandom for Stuck {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), Error> {
+        dest.fill(self.0);
+        Ok(())
+    }
+}
+
+fn xchacha_keyring() -> Keyring {
+    Keyring::new([KeySpec {
+        id: KeyId::new(7),
+        algorithm: Algorithm::XChaCha20Poly1305,
+        status: KeyStatus::Primary,
+        created_at: None,
+        secret: Secret::new(vec![0x42; 32]),
+    }])
+    .expect("keyring")
+}
+
+/// The 24-byte nonce of an XChaCha20-Poly1305 token under key id 7 (a
+/// one-byte id): bytes 2..26 (FORMAT.md §3).
+fn nonce_of(token: &str) -> [u8; 24] {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .expect("base64url");
+    raw[2..26].try_into().expect("24 bytes")
+}
+
+#[test]
+fn identical_random_draws_still_give_distinct_nonces_for_distinct_messages() {
+    let codec = Codec::with_parts(
+        xchacha_keyring(),
+        Policy::new(),
+        FixedClock(1_800_000_000),
+        Stuck(0),
+    );
+    let ttl = Duration::from_secs(600);
+    let ctx = [1u8; 32];
+    let base = codec.mint("t", "s", &1u32, ttl, &ctx).expect("mint");
+    // Each differs from `base` in one input: state, step, tool, context.
+    let others = [
+        codec.mint("t", "s", &2u32, ttl, &ctx).expect("mint"),
+        codec.mint("t", "s2", &1u32, ttl, &ctx).expect("mint"),
+        codec.mint("t2", "s", &1u32, ttl, &ctx).expect("mint"),
+        codec.mint("t", "s", &1u32, ttl, &[2u8; 32]).expect("mint"),
+    ];
+    let mut nonces = std::collections::HashSet::new();
+    assert!(nonces.insert(nonce_of(&base)));
+    for token in &others {
+        assert!(
+            nonces.insert(nonce_of(token)),
+            "two different messages drawn with the same random bytes share a nonce"
+        );
+    }
+    // Sealed payloads too.
+    let a = codec.seal(b"payload a", b"aad").expect("seal");
+    let b = codec.seal(b"payload b", b"aad").expect("seal");
+    let c = codec.seal(b"payload a", b"other aad").expect("seal");
+    for token in [&a, &b, &c] {
+        assert!(
+            nonces.insert(nonce_of(token)),
+            "sealed payloads share a nonce"
+        );
+    }
+    // The same whole input with the same random bytes is the same token: a
+    // repeat reveals only that the message repeated.
+    assert_eq!(codec.mint("t", "s", &1u32, ttl, &ctx).expect("mint"), base);
+    // Every one of them verifies.
+    assert_eq!(
+        codec
+            .verify::<u32>(&others[0], "t", &ctx)
+            .expect("verify")
+            .state,
+        2
+    );
+    assert_eq!(
+        codec.unseal(&c, b"other aad").expect("unseal"),
+        b"payload a"
+    );
+    // And a different random draw gives a different nonce for the same message.
+    let other_draw = Codec::with_parts(
+        xchacha_keyring(),
+        Policy::new(),
+        FixedClock(1_800_000_000),
+        Stuck(1),
+    );
+    assert_ne!(
+        nonce_of(&other_draw.mint("t", "s", &1u32, ttl, &ctx).expect("mint")),
+        nonce_of(&base)
+    );
+}
+
+/// Set in the helper process that [`clone_in_a_new_pid_namespace_never_shares_a_nonce`]
+/// starts as pid 1 of a new PID namespace.
+const PIDNS_HELPER: &str = "REQSTATE_TEST_PIDNS_HELPER";
+
+/// The review's reproduction: a process that is pid 1 of its PID namespace
+/// warms its random pool, then forks a child into a new PID namespace, where
+/// the child is pid 1 again. The pool's pid check cannot tell them apart, so
+/// both draw the same pool bytes; their tokens must still have different
+/// nonces.
+#[test]
+fn clone_in_a_new_pid_namespace_never_shares_a_nonce() {
+    if std::env::var_os(PIDNS_HELPER).is_some() {
+        pid_namespace_helper();
+        return;
+    }
+    let probe = std::process::Command::new("unshare")
+        .args(["-Urpf", "--mount-proc", "true"])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            println!(
+                "SKIPPED: user and PID namespaces are unavailable here (unshare: {})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => panic!("unshare (util-linux) must be installed: {e}"),
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new("unshare")
+        .args(["-Urpf", "--mount-proc"])
+        .arg(exe)
+        .args([
+            "--exact",
+            "clone_in_a_new_pid_namespace_never_shares_a_nonce",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PIDNS_HELPER, "1")
+        .output()
+        .expect("start the helper");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "helper failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("PIDNS ").map(|at| &l[at..]))
+        .expect("the helper reports its result");
+    // "PIDNS parent_pid=1 child_pid=1 pool_repeated=true nonces_differ=true"
+    assert!(line.contains("parent_pid=1 child_pid=1"), "{line}");
+    assert!(
+        line.contains("pool_repeated=true"),
+        "the clone did not repeat the pool: {line}"
+    );
+    assert!(line.contains("nonces_differ=true"), "{line}");
+}
+
+fn pid_namespace_helper() {
+    use nix::sched::{CloneFlags, unshare};
+    use nix::unistd::{ForkResult, fork, getpid};
+
+    assert_eq!(
+        getpid().as_raw(),
+        1,
+        "the helper runs as pid 1 of its namespace"
+    );
+    let codec = Codec::new(xchacha_keyring());
+    let ttl = Duration::from_secs(600);
+    // Fill this thread's pool, leaving unused bytes buffered.
+    codec
+        .mint("increase-counter", "amount", &0u32, ttl, b"warm")
+        .expect("mint");
+    unshare(CloneFlags::CLONE_NEWPID).expect("unshare(CLONE_NEWPID)");
+    let (mut reader, mut writer) = std::io::pipe().expect("pipe");
+    // SAFETY: the helper runs one test on one thread (--test-threads=1); the
+    // child draws, mints, writes to a pipe and exits at once.
+    match unsafe { fork() }.expect("fork") {
+        ForkResult::Child => {
+            let pid = std::process::id();
+            let drawn = draw(&BufferedRandom);
+            let token = codec
+                .mint("increase-counter", "confirm", &"child", ttl, b"ctx")
+                .expect("mint");
+            let _ = writer.write_all(format!("{pid} {} {token}", hex::encode(drawn)).as_bytes());
+            drop(writer);
+            // SAFETY: exits without running the harness's teardown.
+            unsafe { nix::libc::_exit(0) };
+        }
+        ForkResult::Parent { child } => {
+            drop(writer);
+            let drawn = draw(&BufferedRandom);
+            let token = codec
+                .mint("increase-counter", "confirm", &"parent", ttl, b"ctx")
+                .expect("mint");
+            let mut from_child = String::new();
+            reader.read_to_string(&mut from_child).expect("child wrote");
+            nix::sys::wait::waitpid(child, None).expect("waitpid");
+            let mut parts = from_child.split(' ');
+            let child_pid = parts.next().expect("pid");
+            let child_drawn = parts.next().expect("draw");
+            let child_token = parts.next().expect("token");
+            assert!(
+                codec
+                    .verify::<String>(child_token, "increase-counter", b"ctx")
+                    .is_ok()
+            );
+            let differ = nonce_of(&token) != nonce_of(child_token);
+            println!(
+                "PIDNS parent_pid={} child_pid={child_pid} pool_repeated={} nonces_differ={differ}",
+                std::process::id(),
+                hex::encode(drawn) == child_drawn,
+            );
+            assert!(differ, "parent and child minted with the same nonce");
+        }
+    }
+}
+
+/// An ordinary `fork` after the codec's pool is warm: the codec draws its
+/// nonce randomness without the pool's pid check (the hedge makes it
+/// unnecessary), so parent and child may draw the same bytes. Invariant: two
+/// tokens share a nonce only if they are the same token.
+#[test]
+fn forked_child_and_parent_share_a_nonce_only_for_the_same_token() {
+    let codec = Codec::with_parts(
+        xchacha_keyring(),
+        Policy::new(),
+        FixedClock(1_800_000_000),
+        BufferedRandom,
+    );
+    let ttl = Duration::from_secs(600);
+    let mint_all = |who: &str| -> Vec<String> {
+        (0..10)
+            .flat_map(|i| {
+                [
+                    codec
+                        .mint("t", "s", &format!("{who}-{i}"), ttl, b"c")
+                        .expect("mint"),
+                    codec
+                        .mint("t", "s", &format!("same-{i}"), ttl, b"c")
+                        .expect("mint"),
+                ]
+            })
+            .collect()
+    };
+    codec.mint("t", "s", &"warm", ttl, b"c").expect("mint");
+    let (mut reader, mut writer) = std::io::pipe().expect("pipe");
+    // SAFETY: the child mints, writes to a pipe and exits at once.
+    match unsafe { nix::unistd::fork() }.expect("fork") {
+        nix::unistd::ForkResult::Child => {
+            let tokens = mint_all("child").join("\n");
+            let _ = writer.write_all(tokens.as_bytes());
+            drop(writer);
+            // SAFETY: exits without running the parent's test harness teardown.
+            unsafe { nix::libc::_exit(0) };
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(writer);
+            let parent = mint_all("parent");
+            let mut text = String::new();
+            reader.read_to_string(&mut text).expect("child wrote");
+            nix::sys::wait::waitpid(child, None).expect("waitpid");
+            let from_child: Vec<&str> = text.lines().collect();
+            assert_eq!(from_child.len(), parent.len());
+            let mut same_token = 0;
+            for p in &parent {
+                for c in &from_child {
+                    if nonce_of(p) == nonce_of(c) {
+                        assert_eq!(p, c, "two different tokens share a nonce");
+                        same_token += 1;
+                    }
+                }
+            }
+            println!(
+                "{} parent and {} child tokens; {same_token} pairs are the very same token",
+                parent.len(),
+                from_child.len()
             );
         }
     }

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 const VECTORS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/v1.json");
 
-/// A "random" source that hands out one fixed nonce: only for reproducing vectors.
+/// A "random" source that hands out one fixed draw (the bytes that hedge an
+/// XChaCha20-Poly1305 nonce, FORMAT.md §4.2): only for reproducing vectors.
 struct FixedNonce(Vec<u8>);
 
 impl SecureRandom for FixedNonce {
@@ -69,6 +70,8 @@ struct VectorKey {
     secret: String,
     /// The working key after HKDF, hex: lets another implementation check its derivation.
     derived_key: String,
+    /// The nonce key `K_n` after HKDF, hex (XChaCha20-Poly1305 keys; empty for HMAC).
+    nonce_key: String,
 }
 
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
@@ -86,7 +89,10 @@ struct ValidVector {
     context: String,
     /// Clock at mint and verify, unix seconds.
     now: u64,
-    /// XChaCha20-Poly1305 nonce, hex; empty for HMAC.
+    /// The random bytes the minting codec drew (FORMAT.md §4.2's `r`), hex;
+    /// empty for HMAC.
+    random: String,
+    /// The XChaCha20-Poly1305 nonce in the token, hex; empty for HMAC.
     nonce: String,
     issued_at: u64,
     expires_at: u64,
@@ -101,6 +107,9 @@ struct SealedVector {
     now: u64,
     payload: String,
     aad: String,
+    /// The random bytes drawn, hex.
+    random: String,
+    /// The nonce in the token, hex.
     nonce: String,
     token: String,
 }
@@ -135,6 +144,7 @@ fn definition_keys() -> Vec<VectorKey> {
             status: status.name().into(),
             secret: base64_standard(&secret),
             derived_key: String::new(),
+            nonce_key: String::new(),
         }
     };
     vec![
@@ -186,7 +196,20 @@ fn verifying_codec(keys: &[VectorKey], now: u64) -> Codec {
     )
 }
 
-fn nonce_for(keys: &[VectorKey], id: u32, seed: u8) -> Vec<u8> {
+/// The nonce in an XChaCha20-Poly1305 token (one-byte key id), hex; empty for HMAC.
+fn nonce_in(token: &str) -> String {
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .expect("base64url");
+    if raw[0] & 0x03 == 2 {
+        hex::encode(&raw[2..26])
+    } else {
+        String::new()
+    }
+}
+
+fn random_for(keys: &[VectorKey], id: u32, seed: u8) -> Vec<u8> {
     let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
     if k.algorithm == Algorithm::XChaCha20Poly1305.name() {
         (0..24u8)
@@ -209,8 +232,8 @@ fn mint_vector(
     context: &[u8],
     seed: u8,
 ) -> ValidVector {
-    let nonce = nonce_for(keys, key_id, seed);
-    let codec = minting_codec(keys, key_id, NOW, &nonce, Policy::new());
+    let random = random_for(keys, key_id, seed);
+    let codec = minting_codec(keys, key_id, NOW, &random, Policy::new());
     let state: ciborium::Value = serde_json::from_value(state_json.clone()).expect("state");
     let mut state_cbor = Vec::new();
     ciborium::into_writer(&state, &mut state_cbor).expect("cbor");
@@ -227,7 +250,8 @@ fn mint_vector(
         ttl,
         context: hex::encode(context),
         now: NOW,
-        nonce: hex::encode(&nonce),
+        random: hex::encode(&random),
+        nonce: nonce_in(&minted.token),
         issued_at: minted.issued_at,
         expires_at: minted.expires_at,
         token_chars: minted.token.len(),
@@ -260,6 +284,9 @@ fn generate() -> VectorFile {
     let mut keys = definition_keys();
     for k in &mut keys {
         k.derived_key = hex::encode(reqstate_derived_key(k));
+        if k.algorithm == Algorithm::XChaCha20Poly1305.name() {
+            k.nonce_key = hex::encode(hkdf_label(k, "reqstate/v1 xchacha20-poly1305 nonce"));
+        }
     }
     let reference = serde_json::json!({"current": 10, "amount": 5});
     let valid = vec![
@@ -312,18 +339,20 @@ fn generate() -> VectorFile {
     let sealed = [(1u32, 3u8), (2, 4)]
         .into_iter()
         .map(|(key_id, seed)| {
-            let nonce = nonce_for(&keys, key_id, seed);
-            let codec = minting_codec(&keys, key_id, NOW, &nonce, Policy::new());
+            let random = random_for(&keys, key_id, seed);
+            let codec = minting_codec(&keys, key_id, NOW, &random, Policy::new());
             let payload = br#"{"v":1,"t":"increase-counter","s":"opaque to reqstate"}"#;
             let aad = b"tools/call";
+            let token = codec.seal(payload, aad).expect("seal");
             SealedVector {
                 name: format!("sealed payload under key {key_id}"),
                 key_id,
                 now: NOW,
                 payload: hex::encode(payload),
                 aad: hex::encode(aad),
-                nonce: hex::encode(&nonce),
-                token: codec.seal(payload, aad).expect("seal"),
+                random: hex::encode(&random),
+                nonce: nonce_in(&token),
+                token,
             }
         })
         .collect::<Vec<_>>();
@@ -478,7 +507,7 @@ fn generate() -> VectorFile {
         "retired_key",
     ));
     let long = {
-        let nonce = nonce_for(&keys, 2, 6);
+        let nonce = random_for(&keys, 2, 6);
         let policy = Policy::new()
             .with_max_lifetime(Duration::from_secs(2 * 86_400))
             .expect("policy");
@@ -588,6 +617,17 @@ fn generate() -> VectorFile {
             ),
         ),
         (
+            // FORMAT.md §8 step 10: the overflow is `malformed` before the
+            // policy's `lifetime_too_long` (172800 s > the default one day).
+            "lifetime over the maximum and expiry overflows 64 bits",
+            envelope(
+                &[0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+                &[0x1a, 0x00, 0x02, 0xa3, 0x00],
+                &step,
+                &state,
+            ),
+        ),
+        (
             "issued_at not in shortest form",
             envelope(
                 &[0x1b, 0, 0, 0, 0, 0x69, 0x2b, 0x89, 0x00],
@@ -640,7 +680,7 @@ fn generate() -> VectorFile {
                 body,
                 base.tool.as_bytes(),
                 REFERENCE_CONTEXT,
-                &nonce_for(&keys, key_id, 7),
+                &random_for(&keys, key_id, 7),
             );
             bad.push(invalid(
                 base,
@@ -692,8 +732,10 @@ fn generate() -> VectorFile {
     VectorFile {
         description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token verifies under the \
                       keyring `keys` with the statuses given and the default `policy`; each valid and sealed \
-                      token was minted under its key_id as the only, primary key, at `now`, with `nonce` as \
-                      the random bytes. Encodings: `secret` is standard base64 with padding; `derived_key`, \
+                      token was minted under its key_id as the only, primary key, at `now`, with `random` as \
+                      the random bytes drawn; an XChaCha20-Poly1305 token's `nonce` is then \
+                      HMAC-SHA256(nonce_key, random ‖ A ‖ body)[0..24] (FORMAT.md section 4.2). Encodings: \
+                      `secret` is standard base64 with padding; `derived_key`, `nonce_key`, `random`, \
                       `nonce`, `state_cbor`, `payload`, `aad` and `context` are hex; tokens are base64url \
                       without padding. Invalid vectors whose name starts with \"key holder's body\" carry a \
                       genuine tag over a body the format forbids. `call_context` pins FORMAT.md section 7."
@@ -783,6 +825,11 @@ fn forge(
 /// The working key as FORMAT.md derives it, computed independently of the
 /// crate with ring's HKDF, so the vector pins the derivation too.
 fn reqstate_derived_key(k: &VectorKey) -> [u8; 32] {
+    hkdf_label(k, &format!("reqstate/v1 {}", k.algorithm))
+}
+
+/// HKDF-SHA256 of a vector key's secret with FORMAT.md §1's salt and `label` as info.
+fn hkdf_label(k: &VectorKey, label: &str) -> [u8; 32] {
     struct Len32;
     impl ring::hkdf::KeyType for Len32 {
         fn len(&self) -> usize {
@@ -790,7 +837,6 @@ fn reqstate_derived_key(k: &VectorKey) -> [u8; 32] {
         }
     }
     let secret = Secret::from_base64(&k.secret).expect("secret");
-    let label = format!("reqstate/v1 {}", k.algorithm);
     let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"reqstate/v1 keyring")
         .extract(secret.expose());
     let mut out = [0u8; 32];
@@ -826,8 +872,8 @@ fn vector_file_matches_its_definitions() {
 fn valid_vectors_mint_to_the_same_bytes() {
     let file = load();
     for v in &file.valid {
-        let nonce = hex::decode(&v.nonce).expect("hex");
-        let codec = minting_codec(&file.keys, v.key_id, v.now, &nonce, Policy::new());
+        let random = hex::decode(&v.random).expect("hex");
+        let codec = minting_codec(&file.keys, v.key_id, v.now, &random, Policy::new());
         let state: ciborium::Value =
             ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..]).expect("cbor");
         let context = hex::decode(&v.context).expect("hex");
@@ -844,8 +890,8 @@ fn valid_vectors_mint_to_the_same_bytes() {
         assert_eq!(token.len(), v.token_chars, "{}", v.name);
     }
     for s in &file.sealed {
-        let nonce = hex::decode(&s.nonce).expect("hex");
-        let codec = minting_codec(&file.keys, s.key_id, s.now, &nonce, Policy::new());
+        let random = hex::decode(&s.random).expect("hex");
+        let codec = minting_codec(&file.keys, s.key_id, s.now, &random, Policy::new());
         let token = codec
             .seal(
                 &hex::decode(&s.payload).expect("hex"),
@@ -975,4 +1021,90 @@ fn call_context_vectors_reproduce() {
                 .expect("context");
         assert_eq!(hex::encode(context), v.context, "{}", v.arguments_json);
     }
+}
+
+#[test]
+fn xchacha_nonces_are_hedged_as_the_spec_says() {
+    // Recomputed from FORMAT.md §4.2 with ring alone: open the token with the
+    // nonce it carries, then check that nonce is HMAC-SHA256(K_n, r ‖ A ‖ body)[0..24].
+    use base64::Engine as _;
+    let file = load();
+    let mut checked = 0;
+    let cases = file
+        .valid
+        .iter()
+        .map(|v| {
+            (
+                v.key_id,
+                &v.random,
+                &v.nonce,
+                &v.token,
+                v.tool.as_bytes().to_vec(),
+                hex::decode(&v.context).expect("hex"),
+            )
+        })
+        .chain(file.sealed.iter().map(|s| {
+            (
+                s.key_id,
+                &s.random,
+                &s.nonce,
+                &s.token,
+                Vec::new(),
+                hex::decode(&s.aad).expect("hex"),
+            )
+        }));
+    for (key_id, random, nonce, token, tool, context) in cases {
+        let k = file.keys.iter().find(|k| k.id == key_id).expect("key");
+        if k.algorithm != Algorithm::XChaCha20Poly1305.name() {
+            assert!(
+                random.is_empty() && nonce.is_empty(),
+                "an HMAC vector names a nonce"
+            );
+            continue;
+        }
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .expect("base64url");
+        let (prefix, rest) = raw.split_at(2);
+        let (in_token, sealed) = rest.split_at(24);
+        assert_eq!(hex::encode(in_token), *nonce);
+        let mut ad = prefix.to_vec();
+        ad.extend_from_slice(&(tool.len() as u32).to_be_bytes());
+        ad.extend_from_slice(&tool);
+        ad.extend_from_slice(&(context.len() as u32).to_be_bytes());
+        ad.extend_from_slice(&context);
+        let working = hex::decode(&k.derived_key).expect("hex");
+        let hkey = chacha20::Key::try_from(&working[..]).expect("32 bytes");
+        let hin: [u8; 16] = in_token[..16].try_into().expect("16 bytes");
+        let sub: [u8; 32] = chacha20::hchacha::<chacha20::R20>(&hkey, &hin.into()).into();
+        let mut n12 = [0u8; 12];
+        n12[4..].copy_from_slice(&in_token[16..]);
+        let opening = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &sub).expect("key"),
+        );
+        let mut buf = sealed.to_vec();
+        let body = opening
+            .open_in_place(
+                ring::aead::Nonce::assume_unique_for_key(n12),
+                ring::aead::Aad::from(&ad[..]),
+                &mut buf,
+            )
+            .expect("the vector opens");
+        let nonce_key = ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            &hex::decode(&k.nonce_key).expect("hex"),
+        );
+        let mut msg = hex::decode(random).expect("hex");
+        assert_eq!(msg.len(), 24, "r is 24 bytes");
+        msg.extend_from_slice(&ad);
+        msg.extend_from_slice(body);
+        let expected = ring::hmac::sign(&nonce_key, &msg);
+        assert_eq!(
+            hex::encode(&expected.as_ref()[..24]),
+            *nonce,
+            "key {key_id}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} XChaCha vectors");
 }

@@ -1,6 +1,8 @@
 //! Secrets hygiene: a full session with debug logging leaves no key material,
 //! bearer token, token or payload in the sidecar's logs or metrics.
 
+#[path = "support/misplaced_secrets.rs"]
+mod misplaced_secrets;
 #[path = "support/sidecar_process.rs"]
 mod sidecar_process;
 
@@ -208,5 +210,73 @@ async fn debug_logs_and_metrics_never_contain_secrets_or_tokens() -> TestResult 
         metrics.lines().count(),
         forbidden.len()
     );
+    Ok(())
+}
+
+/// A secret in the wrong field of the keyring (the eleven cases of
+/// `tests/support/misplaced_secrets.rs`), each delivered by SIGHUP: every
+/// one is refused and logged at ERROR, and the log never holds the secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misplaced_secrets_in_a_reloaded_keyring_never_reach_the_log() -> TestResult {
+    let mut sidecar = Sidecar::start(
+        SidecarOptions::new(keyring(&[(1, "primary")]))
+            .arg("--log")
+            .arg("debug"),
+    )
+    .await?;
+    let secret = misplaced_secrets::misplaced();
+    let cases = misplaced_secrets::cases(&secret);
+    assert_eq!(cases.len(), 11);
+    for (i, (name, text)) in cases.iter().enumerate() {
+        write_private(&sidecar.keyring, text)?;
+        sidecar.signal(nix::sys::signal::Signal::SIGHUP)?;
+        let wanted = (i + 1) as f64;
+        eventually(Duration::from_secs(10), name, || {
+            let s = &sidecar;
+            async move {
+                Ok(
+                    (s.metric("reqstate_keyring_reload_failures_total").await? >= wanted)
+                        .then_some(()),
+                )
+            }
+        })
+        .await?;
+    }
+    let metrics = sidecar.metrics_text().await?;
+    assert!(
+        metrics.contains("reqstate_keyring_generation 1"),
+        "a misplaced secret was loaded"
+    );
+    sidecar.signal(nix::sys::signal::Signal::SIGTERM)?;
+    sidecar.wait_exit(Duration::from_secs(15)).await?;
+
+    let log = sidecar.log();
+    let refusals = log
+        .lines()
+        .filter(|l| l.contains("keyring reload refused"))
+        .count();
+    assert!(
+        refusals >= cases.len(),
+        "{refusals} refusals logged:\n{log}"
+    );
+    let needles = misplaced_secrets::needles(&secret, &misplaced_secrets::misplaced_bytes());
+    let echoed: Vec<&str> = log
+        .lines()
+        .filter(|l| !misplaced_secrets::found_in(l, &needles).is_empty())
+        .collect();
+    let found_in_metrics = misplaced_secrets::found_in(&metrics, &needles);
+    println!(
+        "{} misplaced secrets reloaded and refused, {refusals} refusals logged, \
+         {} log lines echo the secret, {} needles searched",
+        cases.len(),
+        echoed.len(),
+        needles.len()
+    );
+    assert!(
+        echoed.is_empty(),
+        "the log echoes the secret:\n{}",
+        echoed.join("\n")
+    );
+    assert!(found_in_metrics.is_empty(), "the metrics echo the secret");
     Ok(())
 }

@@ -48,6 +48,7 @@ fn fixture() -> &'static Fixture {
             max_batch_items: 1000,
             call_timeout: Duration::from_millis(5000),
             max_concurrent_calls: 1024,
+            max_health_calls: reqstate_sidecar::call_gate::DEFAULT_MAX_HEALTH_CALLS,
         };
         let metrics = Arc::new(Metrics::new().expect("metrics register"));
         Fixture {

@@ -76,6 +76,11 @@ def derive_working_key(secret: bytes, algorithm: str) -> bytes:
     return hkdf_sha256(HKDF_SALT, secret, HKDF_INFO_PREFIX + algorithm.encode("ascii"), 32)
 
 
+def derive_nonce_key(secret: bytes) -> bytes:
+    """§4.2: the HMAC key that hedges an XChaCha20-Poly1305 key's nonces."""
+    return hkdf_sha256(HKDF_SALT, secret, b"reqstate/v1 xchacha20-poly1305 nonce", 32)
+
+
 def derive_working_key_with_cryptography(secret: bytes, algorithm: str) -> bytes:
     return HKDF(
         algorithm=hashes.SHA256(),
@@ -91,6 +96,7 @@ class Key:
     algorithm: str  # "hmac-sha256" | "xchacha20-poly1305"
     status: str  # "primary" | "active" | "retired"
     working_key: bytes
+    nonce_key: bytes = b""  # §4.2's K_n, XChaCha20-Poly1305 keys only
 
     @property
     def alg_id(self) -> int:
@@ -108,7 +114,8 @@ class Keyring:
                 raise ValueError("duplicate key id")
             if status not in ("primary", "active", "retired"):
                 raise ValueError(f"bad status {status!r}")
-            self.keys[kid] = Key(kid, alg, status, derive_working_key(secret, alg))
+            nonce_key = derive_nonce_key(secret) if alg == "xchacha20-poly1305" else b""
+            self.keys[kid] = Key(kid, alg, status, derive_working_key(secret, alg), nonce_key)
         primaries = [k for k in self.keys.values() if k.status == "primary"]
         if len(primaries) != 1:
             raise ValueError("a keyring holds exactly one primary key")
@@ -559,9 +566,11 @@ def _wrap(kind: int, key: Key, tool: bytes, context: bytes, body: bytes, rng: Ca
     a = associated_data(prefix, tool, context)
     if key.alg_id == ALG_HMAC:
         return prefix + body + hmac_tag(key.working_key, a, body)
-    nonce = rng(24)
-    if len(nonce) != 24:
+    r = rng(24)
+    if len(r) != 24:
         raise ValueError("rng must return 24 bytes")
+    # §4.2: the nonce is hedged, HMAC-SHA256(K_n, r ‖ A ‖ body)[0..24].
+    nonce = hmac.new(key.nonce_key, r + a + body, hashlib.sha256).digest()[:24]
     return prefix + nonce + xchacha20_poly1305_encrypt(key.working_key, nonce, a, body)
 
 
@@ -667,6 +676,11 @@ def test_derived_keys_match(spec):
     # per-algorithm derivation: the other algorithm gives an unrelated key
     other = "hmac-sha256" if spec["algorithm"] == "xchacha20-poly1305" else "xchacha20-poly1305"
     assert derive_working_key(secret, other) != want
+    if spec["algorithm"] == "xchacha20-poly1305":
+        assert derive_nonce_key(secret) == bytes.fromhex(spec["nonce_key"])
+        assert KEYRING.get(spec["id"]).nonce_key == derive_nonce_key(secret)
+    else:
+        assert spec["nonce_key"] == ""
 
 
 def test_hchacha20_matches_the_draft_vector():
@@ -735,7 +749,7 @@ def test_valid_vectors_verify(v):
 
 @pytest.mark.parametrize("v", VECTORS["valid"], ids=_ids(VECTORS["valid"]))
 def test_valid_vectors_remint_identically(v):
-    rng = fixed_rng(bytes.fromhex(v["nonce"]))
+    rng = fixed_rng(bytes.fromhex(v["random"]))
     token = mint(
         only_primary_keyring(v["key_id"]),
         v["tool"].encode("utf-8"),
@@ -748,7 +762,7 @@ def test_valid_vectors_remint_identically(v):
         POLICY,
     )
     assert token == v["token"]
-    assert rng.remaining() == 0, "the vector's nonce was not used as the random bytes"
+    assert rng.remaining() == 0, "the vector's random bytes were not all drawn"
 
 
 @pytest.mark.parametrize("v", VECTORS["valid"], ids=_ids(VECTORS["valid"]))
@@ -778,10 +792,10 @@ def test_sealed_vectors_unseal(v):
 
 @pytest.mark.parametrize("v", VECTORS["sealed"], ids=_ids(VECTORS["sealed"]))
 def test_sealed_vectors_reseal_identically(v):
-    rng = fixed_rng(bytes.fromhex(v["nonce"]))
+    rng = fixed_rng(bytes.fromhex(v["random"]))
     token = seal(only_primary_keyring(v["key_id"]), bytes.fromhex(v["payload"]), bytes.fromhex(v["aad"]), rng, POLICY)
     assert token == v["token"]
-    assert rng.remaining() == 0, "the vector's nonce was not used as the random bytes"
+    assert rng.remaining() == 0, "the vector's random bytes were not all drawn"
 
 
 @pytest.mark.parametrize("v", VECTORS["invalid"], ids=_ids(VECTORS["invalid"]))

@@ -96,12 +96,14 @@ pub struct ServeArgs {
     pub listen: Vec<String>,
 
     /// Serve Prometheus metrics (`/metrics`) and readiness (`/ready`) on this
-    /// address, apart from the gRPC listeners.
+    /// address, apart from the gRPC listeners. Unauthenticated: a
+    /// non-loopback address is refused without --insecure.
     #[arg(long, env = "REQSTATE_METRICS", value_name = "HOST:PORT")]
     pub metrics: Option<String>,
 
     /// Require `authorization: Bearer <token>` on every call except health
     /// checks; the token is the file's content, surrounding whitespace removed.
+    /// A non-loopback listener needs it or --client-ca.
     #[arg(long, env = "REQSTATE_AUTH_TOKEN_FILE", value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
 
@@ -132,8 +134,10 @@ pub struct ServeArgs {
     )]
     pub client_ca: Option<PathBuf>,
 
-    /// Allow plaintext TCP on a non-loopback address. Anyone who can reach
-    /// it can mint: use only on a network you trust entirely.
+    /// Allow a non-loopback TCP listener without TLS or without caller
+    /// authentication (--client-ca or --auth-token-file), and a non-loopback
+    /// --metrics address. Anyone who can reach such a listener can mint: use
+    /// only on a network you trust entirely.
     #[arg(long, env = "REQSTATE_INSECURE")]
     pub insecure: bool,
 
@@ -186,6 +190,12 @@ pub struct ServeArgs {
     /// are shed at once with RESOURCE_EXHAUSTED.
     #[arg(long, env = "REQSTATE_MAX_CONCURRENT_CALLS", default_value_t = 1024)]
     pub max_concurrent_calls: usize,
+
+    /// Most health calls (Check and Watch, which need no token) in progress
+    /// at once, apart from --max-concurrent-calls; half of them may be Watch
+    /// streams. Calls beyond it are shed with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "REQSTATE_MAX_HEALTH_CALLS", default_value_t = crate::call_gate::DEFAULT_MAX_HEALTH_CALLS)]
+    pub max_health_calls: usize,
 
     /// On SIGTERM or SIGINT, how long in-flight calls may take to finish
     /// before the sidecar exits anyway, in milliseconds.
@@ -440,6 +450,8 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Most calls in progress at once.
     pub max_concurrent_calls: usize,
+    /// Most health calls in progress at once.
+    pub max_health_calls: usize,
 }
 
 /// A checked `serve` configuration: everything a running sidecar needs,
@@ -507,6 +519,56 @@ fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
     std::fs::read(path).map_err(|e| ConfigError::new(format!("{flag} {}: {e}", path.display())))
 }
 
+/// Refuses, unless `--insecure`, whatever would let the network reach the
+/// sidecar without authenticating callers: a gRPC listener on a non-loopback
+/// address needs TLS (`--tls-cert`) *and* authenticated callers (client
+/// certificates from `--client-ca`, or the `--auth-token-file` bearer
+/// token); the metrics listener, which has no authentication and lists the
+/// keyring's key ids, statuses and algorithms, must be on loopback.
+fn check_network_exposure(
+    listen: &[ListenAddr],
+    metrics: Option<SocketAddr>,
+    tls: Option<&TlsConfig>,
+    bearer_token: bool,
+) -> Result<(), ConfigError> {
+    let client_certificates = tls.is_some_and(|tls| tls.client_ca_pem.is_some());
+    for addr in listen {
+        let ListenAddr::Tcp(sock) = addr else {
+            continue;
+        };
+        if sock.ip().is_loopback() {
+            continue;
+        }
+        if tls.is_none() {
+            return Err(ConfigError::new(format!(
+                "--listen {addr} is not a loopback address: a sidecar reachable from the \
+                 network is a signing oracle. Give --tls-cert and --tls-key, with \
+                 --client-ca or --auth-token-file to authenticate callers, or --insecure \
+                 if the network is trusted entirely"
+            )));
+        }
+        if !client_certificates && !bearer_token {
+            return Err(ConfigError::new(format!(
+                "--listen {addr} is not a loopback address and callers are not \
+                 authenticated: with a server certificate alone anyone who reaches the \
+                 port can mint (a signing oracle). Give --client-ca or --auth-token-file \
+                 as well, or --insecure if the network is trusted entirely"
+            )));
+        }
+    }
+    if let Some(addr) = metrics
+        && !addr.ip().is_loopback()
+    {
+        return Err(ConfigError::new(format!(
+            "--metrics {addr} is not a loopback address: the metrics page has no \
+             authentication and lists the keyring's key ids, statuses and algorithms. \
+             Serve it on loopback (e.g. 127.0.0.1:9464) and scrape through a proxy, \
+             or give --insecure if the network is trusted entirely"
+        )));
+    }
+    Ok(())
+}
+
 impl ServeConfig {
     /// Checks `serve` flags and reads every file they name: the keyring (with
     /// its permission check), the bearer token and the TLS material. Binds
@@ -556,6 +618,12 @@ impl ServeConfig {
                 "--max-concurrent-calls must be at least 1",
             ));
         }
+        if args.max_health_calls < crate::call_gate::MIN_HEALTH_CALLS {
+            return Err(ConfigError::new(format!(
+                "--max-health-calls must be at least {} (one Watch stream and one Check)",
+                crate::call_gate::MIN_HEALTH_CALLS
+            )));
+        }
         if args.call_timeout_ms == 0 {
             return Err(ConfigError::new("--call-timeout-ms must be at least 1"));
         }
@@ -588,21 +656,6 @@ impl ServeConfig {
             }),
             _ => None,
         };
-        if tls.is_none() && !args.insecure {
-            for addr in &listen {
-                if let ListenAddr::Tcp(sock) = addr
-                    && !sock.ip().is_loopback()
-                {
-                    return Err(ConfigError::new(format!(
-                        "--listen {addr} is not a loopback address: a sidecar reachable \
-                             from the network is a signing oracle. Give --tls-cert and \
-                             --tls-key (and --client-ca), or --insecure if the network is \
-                             trusted entirely"
-                    )));
-                }
-            }
-        }
-
         let metrics = args
             .metrics
             .as_deref()
@@ -638,6 +691,10 @@ impl ServeConfig {
             })
             .transpose()?;
 
+        if !args.insecure {
+            check_network_exposure(&listen, metrics, tls.as_ref(), bearer_token.is_some())?;
+        }
+
         let (initial_keyring, initial_contents) = match &keyring {
             KeyringSource::Ephemeral => (
                 Keyring::ephemeral(reqstate::Algorithm::DEFAULT, &reqstate::OsRandom::new())
@@ -666,6 +723,7 @@ impl ServeConfig {
                 max_batch_items: args.max_batch_items,
                 call_timeout: Duration::from_millis(args.call_timeout_ms),
                 max_concurrent_calls: args.max_concurrent_calls,
+                max_health_calls: args.max_health_calls,
             },
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
             reload_debounce: Duration::from_millis(args.reload_debounce_ms),
@@ -711,6 +769,67 @@ mod tests {
     }
 
     #[test]
+    fn non_loopback_listener_needs_tls_and_authenticated_callers_unless_insecure()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        // The files are only read here; the TLS material is parsed at serve.
+        let file = |name: &str| -> Result<String, Box<dyn std::error::Error>> {
+            let path = dir.path().join(name);
+            std::fs::write(&path, name)?;
+            Ok(path.display().to_string())
+        };
+        let (cert, key, ca, token) = (file("cert")?, file("key")?, file("ca")?, file("token")?);
+        let tls = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+        let network = ["--dev", "--listen", "tcp:0.0.0.0:0"];
+        let with = |extra: &[&str]| -> Result<Result<ServeConfig, ConfigError>, clap::Error> {
+            let mut args = network.to_vec();
+            args.extend_from_slice(extra);
+            Ok(ServeConfig::from_args(serve_args(&args)?))
+        };
+        let refused = |extra: &[&str], expected: &str| -> Result<(), Box<dyn std::error::Error>> {
+            let err = with(extra)?
+                .err()
+                .ok_or_else(|| format!("accepted {extra:?}"))?;
+            assert!(err.to_string().contains(expected), "{extra:?}: {err}");
+            assert!(err.to_string().contains("--insecure"), "{extra:?}: {err}");
+            Ok(())
+        };
+        // Plaintext, with or without the token (it would cross in clear).
+        refused(&[], "signing oracle")?;
+        refused(&["--auth-token-file", &token], "signing oracle")?;
+        // A server certificate alone: encrypted, but anyone may call.
+        refused(&tls, "callers are not authenticated")?;
+        // TLS with client certificates, or with the bearer token, is enough.
+        with(&[&tls[..], &["--client-ca", &ca]].concat())??;
+        with(&[&tls[..], &["--auth-token-file", &token]].concat())??;
+        // --insecure is the only override, for each of them.
+        with(&["--insecure"])??;
+        with(&[&tls[..], &["--insecure"]].concat())??;
+        // Loopback needs neither.
+        ServeConfig::from_args(serve_args(&["--dev", "--listen", "tcp:127.0.0.1:0"])?)?;
+        ServeConfig::from_args(serve_args(&[&tls[..], &["--dev"]].concat())?)?;
+        Ok(())
+    }
+
+    #[test]
+    fn non_loopback_metrics_address_is_refused_unless_insecure()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let err = ServeConfig::from_args(serve_args(&["--dev", "--metrics", "0.0.0.0:9464"])?)
+            .err()
+            .ok_or("accepted a non-loopback metrics address")?;
+        assert!(err.to_string().contains("--metrics 0.0.0.0:9464"), "{err}");
+        assert!(err.to_string().contains("key ids"), "{err}");
+        ServeConfig::from_args(serve_args(&[
+            "--dev",
+            "--insecure",
+            "--metrics",
+            "0.0.0.0:9464",
+        ])?)?;
+        ServeConfig::from_args(serve_args(&["--dev", "--metrics", "[::1]:9464"])?)?;
+        Ok(())
+    }
+
+    #[test]
     fn listen_addresses_need_a_scheme() {
         assert!(ListenAddr::parse("127.0.0.1:1").is_err());
         assert!(ListenAddr::parse("unix:").is_err());
@@ -737,6 +856,22 @@ mod tests {
             "600",
         ])?);
         assert!(err.is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn health_limit_must_leave_room_for_a_watch_and_a_check() -> Result<(), clap::Error> {
+        let err = ServeConfig::from_args(serve_args(&["--dev", "--max-health-calls", "1"])?)
+            .expect_err("a health limit of 1 was accepted");
+        assert!(err.to_string().contains("--max-health-calls"), "{err}");
+        let config = ServeConfig::from_args(serve_args(&["--dev", "--max-health-calls", "2"])?)
+            .expect("a health limit of 2 is accepted");
+        assert_eq!(config.limits.max_health_calls, 2);
+        let default = ServeConfig::from_args(serve_args(&["--dev"])?).expect("dev config");
+        assert_eq!(
+            default.limits.max_health_calls,
+            crate::call_gate::DEFAULT_MAX_HEALTH_CALLS
+        );
         Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! Binding the gRPC listeners: Unix sockets created with mode 0600 (stale sockets removed only when provably dead) and TCP.
+//! Binding the gRPC listeners: Unix sockets private from their first moment and mode 0600 (stale sockets removed only when provably dead) and TCP.
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -87,32 +87,81 @@ fn clear_stale_socket(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Binds a Unix socket that only its owner can connect to. The socket is
-/// bound under a temporary name, restricted to 0600, then renamed into
-/// place, so it is never reachable at its real path with a wider mode
-/// whatever the umask.
+/// Binds a Unix socket that only its owner can connect to, from the first
+/// moment it exists, whatever the umask: it is bound inside a fresh
+/// directory of mode 0700 next to `path` (so no other user can reach it
+/// there, even while its own mode is still the umask's), restricted to
+/// 0600, then renamed into place, and the directory removed. The umask is
+/// never touched: it is process-wide, and the runtime is multi-threaded.
 fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    bind_unix_observed(path, &mut |_| {})
+}
+
+/// [`bind_unix`], calling `observe` with the socket's path at the first
+/// moment the socket exists (for tests).
+fn bind_unix_observed(path: &Path, observe: &mut dyn FnMut(&Path)) -> io::Result<UnixListener> {
     clear_stale_socket(path)?;
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let mut temporary_name = std::ffi::OsString::from(".");
-    temporary_name.push(file_name);
-    temporary_name.push(format!(".{}.binding", std::process::id()));
-    let temporary = path.with_file_name(temporary_name);
-    match std::fs::remove_file(&temporary) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+    if path.file_name().is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the socket path has no file name",
+        ));
     }
-    let listener = UnixListener::bind(&temporary)?;
-    let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| std::fs::rename(&temporary, path));
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e);
-    }
+    let staging = PrivateDir::create_next_to(path)?;
+    // A short name inside the directory, so the staging path is barely
+    // longer than the real one (socket paths are limited to 107 bytes).
+    let staged = staging.path.join("s");
+    let listener = UnixListener::bind(&staged)?;
+    observe(&staged);
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::rename(&staged, path)?;
     Ok(listener)
+}
+
+/// A directory only its owner can enter, removed (with anything left in
+/// it by a failed bind) when dropped.
+struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// Creates `.<name>.<pid>.<n>.bind` in `path`'s directory with mode
+    /// 0700. `mkdir` fails on an existing name, so a directory (or link)
+    /// planted there by someone else is never used.
+    fn create_next_to(path: &Path) -> io::Result<PrivateDir> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let mut last_error = None;
+        for _ in 0..16 {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let candidate = parent.join(format!(".reqstate.{}.{n}.bind", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&candidate) {
+                Ok(()) => {
+                    let dir = PrivateDir { path: candidate };
+                    // The umask can only have narrowed 0700; make it exactly
+                    // 0700 so that we can bind inside whatever the umask.
+                    std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700))?;
+                    return Ok(dir);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| io::Error::other("no free staging directory name")))
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        // The socket was renamed out on success; on failure it is still here.
+        let _ = std::fs::remove_file(self.path.join("s"));
+        let _ = std::fs::remove_dir(&self.path);
+    }
 }
 
 #[cfg(test)]
@@ -132,6 +181,58 @@ mod tests {
         drop(first);
         // A dead one is.
         bind_unix(&path)?;
+        Ok(())
+    }
+
+    /// Whether a user other than the owner could reach `socket` at the
+    /// moment it exists, whatever the socket's own mode (which the umask
+    /// decides): true unless a directory between `shared` and the socket
+    /// refuses group and others.
+    fn reachable_by_others(shared: &Path, socket: &Path) -> io::Result<bool> {
+        let mut dir = socket.parent();
+        while let Some(current) = dir {
+            if current == shared {
+                return Ok(true);
+            }
+            if std::fs::metadata(current)?.permissions().mode() & 0o077 == 0 {
+                return Ok(false);
+            }
+            dir = current.parent();
+        }
+        Ok(true)
+    }
+
+    #[tokio::test]
+    async fn socket_is_private_from_its_first_moment_in_a_shared_directory()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        // A directory anyone may enter and write, as /tmp or a shared volume.
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared)?;
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777))?;
+        let path = shared.join("r.sock");
+        let mut first_seen = None;
+        let _listener = bind_unix_observed(&path, &mut |socket| {
+            // What umask 000 would give the socket at bind: the widest mode.
+            let widened = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o777));
+            first_seen = Some((
+                socket.to_path_buf(),
+                widened.and_then(|()| reachable_by_others(&shared, socket)),
+            ));
+        })?;
+        let (socket, reachable) = first_seen.ok_or("the socket was never observed")?;
+        assert!(
+            !reachable?,
+            "{} was reachable by other users before it was made private",
+            socket.display()
+        );
+        let mode = std::fs::metadata(&path)?.permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Nothing but the socket is left in the shared directory.
+        let entries: Vec<_> = std::fs::read_dir(&shared)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()?;
+        assert_eq!(entries, vec![std::ffi::OsString::from("r.sock")]);
         Ok(())
     }
 

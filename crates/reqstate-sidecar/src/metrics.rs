@@ -27,6 +27,8 @@ pub struct Metrics {
     keyring_generation: IntGauge,
     reloads: IntCounter,
     reload_failures: IntCounter,
+    // Added for reload time limits (reload.rs).
+    reload_timeouts: IntCounter,
     keys: IntGaugeVec,
     draining: IntGauge,
     ready: AtomicBool,
@@ -56,8 +58,9 @@ impl Metrics {
             IntCounterVec::new(
                 Opts::new(
                     "reqstate_calls_total",
-                    "gRPC calls by rpc and result: ok, a token failure reason \
-                     (expired, retired_key …), or a refusal (unauthenticated, \
+                    "gRPC calls by rpc (a method name, or unknown for any other \
+                     path) and result: ok, a token failure reason (expired, \
+                     retired_key …), or a refusal (unauthenticated, \
                      permission_denied, overloaded, invalid_argument)",
                 ),
                 &["rpc", "result"],
@@ -109,6 +112,15 @@ impl Metrics {
                  the previous keyring stayed in service",
             ),
         )?;
+        // Added for reload time limits (reload.rs).
+        let reload_timeouts = registered(
+            &registry,
+            IntCounter::new(
+                "reqstate_keyring_reload_timeouts_total",
+                "Keyring reloads abandoned because reading the file took too long \
+                 (also counted as failures); the previous keyring stayed in service",
+            ),
+        )?;
         let keys = registered(
             &registry,
             IntGaugeVec::new(
@@ -134,14 +146,19 @@ impl Metrics {
             keyring_generation,
             reloads,
             reload_failures,
+            reload_timeouts,
             keys,
             draining,
             ready: AtomicBool::new(true),
         })
     }
 
+    // The rpc and result labels are `&'static str`: they can only come from
+    // the fixed sets in the code (`call_gate::KNOWN_RPCS`, core reasons),
+    // never from what a caller sent, so callers cannot add series.
+
     /// Counts one call and its duration.
-    pub fn observe_call(&self, rpc: &str, result: &str, elapsed: Duration) {
+    pub fn observe_call(&self, rpc: &'static str, result: &'static str, elapsed: Duration) {
         self.calls.with_label_values(&[rpc, result]).inc();
         self.latency
             .with_label_values(&[rpc])
@@ -150,12 +167,12 @@ impl Metrics {
 
     /// Counts a call refused before it reached the service (no latency: it
     /// did no work).
-    pub fn observe_refusal(&self, rpc: &str, result: &str) {
+    pub fn observe_refusal(&self, rpc: &'static str, result: &'static str) {
         self.calls.with_label_values(&[rpc, result]).inc();
     }
 
     /// Counts one item of a batch.
-    pub fn observe_batch_item(&self, rpc: &str, result: &str) {
+    pub fn observe_batch_item(&self, rpc: &'static str, result: &'static str) {
         self.batch_items.with_label_values(&[rpc, result]).inc();
     }
 
@@ -183,6 +200,11 @@ impl Metrics {
     /// Counts a refused reload.
     pub fn reload_failed(&self) {
         self.reload_failures.inc();
+    }
+
+    /// Counts a reload abandoned for taking too long (reload.rs).
+    pub fn reload_timed_out(&self) {
+        self.reload_timeouts.inc();
     }
 
     /// Marks the sidecar as draining: `/ready` answers 503 from now on.

@@ -1,16 +1,36 @@
-//! Keyring hot reload: SIGHUP and changes in the keyring's directory, debounced, validated whole, then swapped in atomically.
+//! Keyring hot reload: SIGHUP and changes in the keyring's directory, debounced (never for ever), read with a time limit, validated whole, then swapped in atomically.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 use zeroize::Zeroizing;
 
-use crate::keyring_source::{KeyringPermissions, load_keyring_file};
+use crate::keyring_source::{
+    KeyringLoadError, KeyringPermissions, LoadedKeyringFile, load_keyring_file, watched_directory,
+};
 use crate::metrics::Metrics;
 use crate::service::{KeyringInService, SharedKeyring};
+
+/// Longest a reload may take (reading the keyring and its secret files,
+/// deriving the keys) before it is abandoned: logged at `ERROR`, counted in
+/// `reqstate_keyring_reload_timeouts_total` and
+/// `reqstate_keyring_reload_failures_total`, and the previous keyring stays
+/// in service. Later reloads still run.
+pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A burst of directory events postpones a reload by at most this many
+/// debounce periods after its first event: continuous events (a log file
+/// written next to the keyring, a busy volume) cannot postpone it for ever.
+pub const MAX_DEBOUNCE_PERIODS: u32 = 10;
+
+/// Abandoned reads still stuck (a hung file system) beyond which no new
+/// reload is started, so that hung reads cannot pile up threads.
+const MAX_STUCK_READS: usize = 4;
 
 /// What asked for a reload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +42,11 @@ enum Trigger {
     DirectoryChange,
 }
 
+/// Reads and validates a keyring file: [`load_keyring_file`], or a stand-in in tests.
+type Loader = Arc<
+    dyn Fn(&Path, KeyringPermissions) -> Result<LoadedKeyringFile, KeyringLoadError> + Send + Sync,
+>;
+
 /// Reloads one keyring file into the shared keyring.
 pub struct KeyringReloader {
     path: PathBuf,
@@ -31,19 +56,35 @@ pub struct KeyringReloader {
     /// The bytes of the keyring in service, to ignore directory events that
     /// did not change the file (editor swap files, touches, other files).
     last_good: Zeroizing<Vec<u8>>,
+    loader: Loader,
+    timeout: Duration,
+    /// Reads running now: at most one in progress, plus any abandoned ones
+    /// that are still stuck.
+    reads_running: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for KeyringReloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyringReloader")
             .field("path", &self.path)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
+    }
+}
+
+/// Decrements the running-reads count when a read thread ends, however it ends.
+struct ReadRunning(Arc<AtomicUsize>);
+
+impl Drop for ReadRunning {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl KeyringReloader {
     /// A reloader for the file the sidecar started with. `initial_contents`
-    /// are that file's bytes as first loaded.
+    /// are that file's bytes as first loaded. Each reload may take up to
+    /// [`RELOAD_TIMEOUT`].
     pub fn new(
         path: PathBuf,
         permissions: KeyringPermissions,
@@ -57,25 +98,81 @@ impl KeyringReloader {
             shared,
             metrics,
             last_good: initial_contents,
+            loader: Arc::new(load_keyring_file),
+            timeout: RELOAD_TIMEOUT,
+            reads_running: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    /// Reads and validates the file and, if it is good and (unless `force`)
-    /// different, swaps it in. On any failure the keyring in service stays.
-    fn reload(&mut self, force: bool) {
-        let loaded = match load_keyring_file(&self.path, self.permissions) {
-            Ok(loaded) => loaded,
-            Err(e) => {
-                self.metrics.reload_failed();
-                let generation = self.shared.load().generation;
-                tracing::error!(
-                    error = %e,
-                    generation,
-                    "keyring reload refused; still serving the previous keyring"
-                );
-                return;
+    /// The same reloader with another time limit per reload.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    #[cfg(test)]
+    fn with_loader(mut self, loader: Loader) -> Self {
+        self.loader = loader;
+        self
+    }
+
+    fn refused(&self, error: &dyn std::fmt::Display) {
+        self.metrics.reload_failed();
+        let generation = self.shared.load().generation;
+        tracing::error!(
+            error = %error,
+            generation,
+            "keyring reload refused; still serving the previous keyring"
+        );
+    }
+
+    /// Reads and validates the file on a thread of its own, for at most the
+    /// time limit, and, if it is good and (unless `force`) different, swaps
+    /// it in. On any failure, the time limit included, the keyring in
+    /// service stays; a read that was given up on is never applied, even if
+    /// it ends later.
+    pub async fn reload(&mut self, force: bool) {
+        let stuck = self.reads_running.load(Ordering::SeqCst);
+        if stuck >= MAX_STUCK_READS {
+            self.refused(&format_args!(
+                "{stuck} earlier reads of {} are still stuck; not starting another",
+                self.path.display()
+            ));
+            return;
+        }
+        let (tx, mut rx) = oneshot::channel();
+        let (loader, path, permissions) =
+            (self.loader.clone(), self.path.clone(), self.permissions);
+        self.reads_running.fetch_add(1, Ordering::SeqCst);
+        let running = ReadRunning(self.reads_running.clone());
+        let spawned = std::thread::Builder::new()
+            .name("keyring-reload".into())
+            .spawn(move || {
+                let _running = running;
+                // The receiver is gone only if this read was given up on.
+                let _ = tx.send(loader(&path, permissions));
+            });
+        if let Err(e) = spawned {
+            // The closure (and its `ReadRunning`) was dropped with the error.
+            self.refused(&format_args!("cannot start a reload thread: {e}"));
+            return;
+        }
+        let loaded = match tokio::time::timeout(self.timeout, &mut rx).await {
+            Ok(Ok(Ok(loaded))) => loaded,
+            Ok(Ok(Err(e))) => return self.refused(&e),
+            Ok(Err(_)) => return self.refused(&"the reload thread ended without an answer"),
+            Err(_elapsed) => {
+                self.metrics.reload_timed_out();
+                return self.refused(&format_args!(
+                    "reading {} took longer than {} ms; abandoned (it will not be applied \
+                     if it ends later); the next change or SIGHUP tries again",
+                    self.path.display(),
+                    self.timeout.as_millis()
+                ));
             }
         };
+        // Given up on or not, nothing more is taken from this read.
+        drop(rx);
         if !force && loaded.contents == self.last_good {
             return;
         }
@@ -94,12 +191,28 @@ impl KeyringReloader {
     }
 }
 
-/// The directory to watch for a keyring path: its parent, or `.` for a bare
-/// file name.
-fn watched_directory(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
+/// Waits for the directory to be quiet for `debounce` after a change, but
+/// no longer than [`MAX_DEBOUNCE_PERIODS`] debounce periods after the first
+/// event. Returns whether a SIGHUP came meanwhile (reload at once, forced),
+/// or `None` when the sender is gone.
+async fn debounce_events(
+    rx: &mut mpsc::UnboundedReceiver<Trigger>,
+    debounce: Duration,
+) -> Option<bool> {
+    // A save or a symlink swap is several events, and a half-written file
+    // must not be read (it would only fail validation, but noisily).
+    let deadline = Instant::now() + debounce.saturating_mul(MAX_DEBOUNCE_PERIODS);
+    loop {
+        let wait = debounce.min(deadline.saturating_duration_since(Instant::now()));
+        if wait.is_zero() {
+            return Some(false);
+        }
+        match tokio::time::timeout(wait, rx.recv()).await {
+            Ok(Some(Trigger::Signal)) => return Some(true),
+            Ok(Some(Trigger::DirectoryChange)) => continue,
+            Ok(None) => return None,
+            Err(_quiet) => return Some(false),
+        }
     }
 }
 
@@ -152,36 +265,17 @@ pub fn spawn(
         while let Some(trigger) = rx.recv().await {
             let mut force = trigger == Trigger::Signal;
             if !force {
-                // Wait for the directory to be quiet: a save or a symlink
-                // swap is several events, and a half-written file must not
-                // be read (it would only fail validation, but noisily).
-                loop {
-                    match tokio::time::timeout(debounce, rx.recv()).await {
-                        Ok(Some(Trigger::Signal)) => {
-                            force = true;
-                            break;
-                        }
-                        Ok(Some(Trigger::DirectoryChange)) => continue,
-                        Ok(None) => return,
-                        Err(_quiet) => break,
-                    }
+                match debounce_events(&mut rx, debounce).await {
+                    Some(signal) => force = signal,
+                    None => return,
                 }
             }
+            // Whatever queued up so far is covered by the read about to start.
+            while let Ok(queued) = rx.try_recv() {
+                force |= queued == Trigger::Signal;
+            }
             tracing::debug!(force, "reloading keyring");
-            // File reads and key derivation are short and bounded; run them
-            // off the async workers anyway so a slow disk stalls no call.
-            reloader = match tokio::task::spawn_blocking(move || {
-                reloader.reload(force);
-                reloader
-            })
-            .await
-            {
-                Ok(reloader) => reloader,
-                Err(e) => {
-                    tracing::error!(error = %e, "keyring reload task failed; reloading stops");
-                    return;
-                }
-            };
+            reloader.reload(force).await;
         }
     }))
 }
@@ -189,6 +283,36 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    use arc_swap::ArcSwap;
+    use reqstate::{Codec, Keyring};
+
+    const ONE_KEY: &str = "[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"\n";
+    const TWO_KEYS: &str = "[[key]]\nid = 1\nstatus = \"active\"\nsecret = \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"\n[[key]]\nid = 2\nstatus = \"primary\"\nsecret = \"ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=\"\n";
+
+    fn loaded(text: &str) -> Result<LoadedKeyringFile, KeyringLoadError> {
+        Keyring::from_toml(text)
+            .map(|keyring| LoadedKeyringFile {
+                keyring,
+                contents: Zeroizing::new(text.as_bytes().to_vec()),
+            })
+            .map_err(|error| KeyringLoadError::Invalid {
+                path: PathBuf::from("test"),
+                error,
+            })
+    }
+
+    fn metric(metrics: &Metrics, series: &str) -> Option<f64> {
+        let text = String::from_utf8(metrics.render()).ok()?;
+        text.lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
 
     #[test]
     fn bare_file_name_watches_the_current_directory() {
@@ -197,5 +321,94 @@ mod tests {
             watched_directory(Path::new("/etc/reqstate/k.toml")),
             PathBuf::from("/etc/reqstate")
         );
+    }
+
+    /// A read that never returns (a hung file system) is abandoned after the
+    /// time limit with an error and a metric; the next reload runs and
+    /// applies; and the abandoned read, when it finally ends, changes nothing.
+    #[tokio::test]
+    async fn a_hung_reload_is_abandoned_and_later_reloads_still_apply()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let metrics = Arc::new(Metrics::new()?);
+        let shared: SharedKeyring = Arc::new(ArcSwap::from_pointee(KeyringInService {
+            codec: Codec::new(Keyring::from_toml(ONE_KEY)?),
+            generation: 1,
+        }));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        let calls = AtomicUsize::new(0);
+        let loader: Loader = Arc::new(move |_: &Path, _: KeyringPermissions| {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                // The first read hangs until the test lets it go, then
+                // returns a keyring that must never be applied.
+                if let Ok(rx) = released.lock() {
+                    let _ = rx.recv();
+                }
+                return loaded(
+                    "[[key]]\nid = 9\nstatus = \"primary\"\nsecret = \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"\n",
+                );
+            }
+            loaded(TWO_KEYS)
+        });
+        let mut reloader = KeyringReloader::new(
+            PathBuf::from("keyring.toml"),
+            KeyringPermissions::OwnerOnly,
+            shared.clone(),
+            metrics.clone(),
+            Zeroizing::new(ONE_KEY.as_bytes().to_vec()),
+        )
+        .with_timeout(Duration::from_millis(200))
+        .with_loader(loader);
+
+        reloader.reload(true).await;
+        assert_eq!(shared.load().generation, 1);
+        assert_eq!(
+            metric(&metrics, "reqstate_keyring_reload_timeouts_total"),
+            Some(1.0)
+        );
+        assert_eq!(
+            metric(&metrics, "reqstate_keyring_reload_failures_total"),
+            Some(1.0)
+        );
+
+        reloader.reload(false).await;
+        assert_eq!(shared.load().generation, 2);
+        assert_eq!(shared.load().codec.keyring().primary().id().get(), 2);
+
+        // Let the abandoned read end; wait (bounded) until its thread is gone.
+        release.send(())?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while reloader.reads_running.load(Ordering::SeqCst) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the released read never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(shared.load().generation, 2);
+        assert_eq!(shared.load().codec.keyring().primary().id().get(), 2);
+        Ok(())
+    }
+
+    /// Events every few milliseconds, for longer than the longest
+    /// postponement: the debounce still ends.
+    #[tokio::test]
+    async fn continuous_events_postpone_a_reload_only_so_long() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let noise = tokio::spawn(async move {
+            for _ in 0..1000 {
+                if tx.send(Trigger::DirectoryChange).is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(10),
+            debounce_events(&mut rx, Duration::from_millis(20)),
+        )
+        .await;
+        assert_eq!(outcome, Ok(Some(false)), "the debounce never ended");
+        noise.abort();
     }
 }

@@ -207,6 +207,8 @@ async fn serve(config: ServeConfig) -> u8 {
         bearer_token.as_ref(),
         allow_uids,
         limits.max_concurrent_calls,
+        limits.max_health_calls,
+        limits.call_timeout,
         metrics.clone(),
     );
 

@@ -51,7 +51,7 @@ impl RequestStateService {
         &self,
         rpc: &'static str,
         started: Instant,
-        result: &str,
+        result: &'static str,
         response: Result<T, Status>,
     ) -> Result<Response<T>, Status> {
         self.metrics.observe_call(rpc, result, started.elapsed());

@@ -226,7 +226,8 @@ fn check_context(context: &[u8]) -> Result<(), Error> {
 
 impl Codec {
     /// A codec with the default policy, the system clock and OS randomness
-    /// (drawn through the fork-safe per-thread pool of [`crate::BufferedRandom`]).
+    /// (drawn through the per-thread pool of [`crate::BufferedRandom`]; nonces
+    /// are hedged, so a cloned pool cannot repeat a nonce for another message).
     #[cfg(feature = "std")]
     pub fn new(keyring: Keyring) -> Self {
         Self::with_parts(
@@ -328,10 +329,17 @@ impl Codec {
             });
         }
         let issued_at = self.clock.now();
+        // Verification calls an expiry past 2^64 - 1 `malformed` (FORMAT.md §8
+        // step 10); minting refuses to make such a token.
+        let expires_at = issued_at
+            .checked_add(lifetime)
+            .ok_or(Error::InvalidArgument(
+                "the clock reading plus the ttl overflows 64 bits",
+            ))?;
         let key = self.keyring.primary();
         let mut out = Vec::with_capacity(96 + step.len());
         let prefix_len = push_prefix(&mut out, TokenKind::State, key);
-        crypto::start(key, &mut out, &*self.random)?;
+        crypto::start(key, &mut out);
         token::push_claims_prefix(&mut out, issued_at, lifetime, step);
         let state_at = out.len();
         ciborium::into_writer(state, &mut out).map_err(|e| Error::StateEncoding(e.to_string()))?;
@@ -345,7 +353,7 @@ impl Codec {
             token,
             key_id: key.id(),
             issued_at,
-            expires_at: issued_at.saturating_add(lifetime),
+            expires_at,
         })
     }
 
@@ -391,19 +399,20 @@ impl Codec {
         let (mut parsed, key) = self.open_prefix(token, TokenKind::State)?;
         let body = crypto::open(key, &mut parsed.bytes, parsed.prefix_len, binding)?;
         let claims = token::parse_claims(&parsed.bytes[body])?;
+        // FORMAT.md §8 step 10: both `malformed` checks before the policy's.
         if claims.lifetime == 0 {
             return Err(Error::Malformed("claims carry a zero lifetime"));
         }
+        let expires_at = claims
+            .issued_at
+            .checked_add(claims.lifetime)
+            .ok_or(Error::Malformed("expiry overflows"))?;
         if claims.lifetime > self.policy.max_lifetime {
             return Err(Error::LifetimeTooLong {
                 lifetime: claims.lifetime,
                 max: self.policy.max_lifetime,
             });
         }
-        let expires_at = claims
-            .issued_at
-            .checked_add(claims.lifetime)
-            .ok_or(Error::Malformed("expiry overflows"))?;
         let now = self.clock.now();
         let leeway = self.policy.clock_leeway;
         if claims.issued_at > now.saturating_add(leeway) {
@@ -451,7 +460,7 @@ impl Codec {
         let key = self.keyring.primary();
         let mut out = Vec::with_capacity(64 + payload.len());
         let prefix_len = push_prefix(&mut out, TokenKind::Sealed, key);
-        crypto::start(key, &mut out, &*self.random)?;
+        crypto::start(key, &mut out);
         out.extend_from_slice(payload);
         let binding = Binding {
             tool: b"",
@@ -517,7 +526,7 @@ impl Codec {
         prefix_len: usize,
         binding: Binding<'_>,
     ) -> Result<String, Error> {
-        crypto::finish(key, &mut out, prefix_len, binding);
+        crypto::finish(key, &mut out, prefix_len, binding, &*self.random)?;
         let encoded_len = base64::encoded_len(out.len(), false).unwrap_or(usize::MAX);
         if encoded_len > self.policy.max_token_len {
             return Err(Error::TooLarge {

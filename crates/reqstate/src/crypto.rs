@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use ring::{aead, hmac};
 use subtle::ConstantTimeEq as _;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize as _, Zeroizing};
 
 use crate::clock::SecureRandom;
 use crate::error::Error;
@@ -25,15 +25,38 @@ fn len_be(bytes: &[u8]) -> [u8; 4] {
     (bytes.len() as u32).to_be_bytes()
 }
 
-/// `prefix ‖ u32be(|tool|) ‖ tool ‖ u32be(|context|) ‖ context`.
-fn associated_data(prefix: &[u8], binding: Binding<'_>) -> Vec<u8> {
-    let mut ad = Vec::with_capacity(prefix.len() + 8 + binding.tool.len() + binding.context.len());
-    ad.extend_from_slice(prefix);
-    ad.extend_from_slice(&len_be(binding.tool));
-    ad.extend_from_slice(binding.tool);
-    ad.extend_from_slice(&len_be(binding.context));
-    ad.extend_from_slice(binding.context);
-    ad
+/// Associated data up to this length is assembled on the stack; longer (a
+/// large caller context) on the heap. 256 bytes hold the prefix, a 64-byte
+/// tool and a call context with room to spare.
+const INLINE_AD_LEN: usize = 256;
+
+/// The associated data `A` of FORMAT.md §4:
+/// `prefix ‖ u32be(|tool|) ‖ tool ‖ u32be(|context|) ‖ context`, handed to
+/// `f` as one slice (ring takes the AEAD's associated data contiguous).
+fn with_associated_data<R>(prefix: &[u8], binding: Binding<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
+    let len = prefix.len() + 8 + binding.tool.len() + binding.context.len();
+    let parts: [&[u8]; 5] = [
+        prefix,
+        &len_be(binding.tool),
+        binding.tool,
+        &len_be(binding.context),
+        binding.context,
+    ];
+    if len <= INLINE_AD_LEN {
+        let mut buf = [0u8; INLINE_AD_LEN];
+        let mut at = 0;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        f(&buf[..len])
+    } else {
+        let mut ad = Vec::with_capacity(len);
+        for part in parts {
+            ad.extend_from_slice(part);
+        }
+        f(&ad)
+    }
 }
 
 fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Binding<'_>, body: &[u8]) -> hmac::Tag {
@@ -49,56 +72,109 @@ fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Binding<'_>, body: &[u8]) -
 
 /// The one-message ChaCha20-Poly1305 key and nonce of an XChaCha20 nonce
 /// (draft-irtf-cfrg-xchacha-03, section 2.3).
+///
+/// Wiped here: our copy of the working key handed to HChaCha20 and the
+/// subkey HChaCha20 returns. Not wiped: the copy of the subkey inside ring's
+/// `LessSafeKey` (ring has no zeroizing key type), a stack value that lives
+/// for this one call (docs/SECURITY.md, "Key material in memory").
 fn xchacha_subkey(key: &[u8; 32], nonce: &[u8]) -> (aead::LessSafeKey, aead::Nonce) {
-    let hkey = chacha20::Key::from(*key);
+    let mut hkey = chacha20::Key::default();
+    hkey.copy_from_slice(&key[..]);
     let mut hin = [0u8; 16];
     hin.copy_from_slice(&nonce[..16]);
-    let sub = Zeroizing::new(<[u8; 32]>::from(chacha20::hchacha::<chacha20::R20>(
-        &hkey,
-        &hin.into(),
-    )));
+    let mut sub = chacha20::hchacha::<chacha20::R20>(&hkey, &hin.into());
+    hkey.as_mut_slice().zeroize();
     let mut n12 = [0u8; 12];
     n12[4..].copy_from_slice(&nonce[16..XNONCE_LEN]);
-    let unbound = aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &sub[..])
+    let unbound = aead::UnboundKey::new(&aead::CHACHA20_POLY1305, sub.as_slice())
         .expect("ChaCha20-Poly1305 takes any 32-byte key");
+    sub.as_mut_slice().zeroize();
     (
         aead::LessSafeKey::new(unbound),
         aead::Nonce::assume_unique_for_key(n12),
     )
 }
 
-/// Where a new token's body goes: `out` already holds the prefix and, for
-/// XChaCha20-Poly1305, the nonce; the caller appends the body, then calls
-/// [`finish`].
-pub(crate) fn start(key: &Key, out: &mut Vec<u8>, random: &dyn SecureRandom) -> Result<(), Error> {
-    if let Material::XChaCha(_) = key.material {
-        let at = out.len();
-        out.resize(at + XNONCE_LEN, 0);
-        random.fill(&mut out[at..])?;
-    }
-    Ok(())
+/// The key that hedges an XChaCha20-Poly1305 key's nonces (FORMAT.md §4.2):
+/// HMAC-SHA256 with its pads precomputed, wiped on drop.
+pub(crate) type NonceKey = ::hmac::Hmac<::sha2::Sha256>;
+
+/// Builds a [`NonceKey`] from `K_n`.
+pub(crate) fn nonce_key(k_n: &[u8; 32]) -> NonceKey {
+    <NonceKey as ::hmac::KeyInit>::new_from_slice(k_n).expect("HMAC takes any key length")
 }
 
-/// Authenticates (and for the AEAD, encrypts in place) the body that follows
-/// `prefix_len + nonce` in `out`, then appends the tag.
-pub(crate) fn finish(key: &Key, out: &mut Vec<u8>, prefix_len: usize, binding: Binding<'_>) {
+/// Random bytes drawn per XChaCha20-Poly1305 token to hedge its nonce.
+pub(crate) const HEDGE_RANDOM_LEN: usize = 24;
+
+/// The hedged nonce of FORMAT.md §4.2:
+/// `HMAC-SHA256(K_n, r ‖ A ‖ body)[0..24]` with `r` fresh random bytes.
+///
+/// If the random source repeats itself (a process cloned by a VM snapshot, a
+/// PID namespace or CRIU, or a broken generator) the nonce still differs for
+/// any other message; only a token with the very same key, associated data,
+/// body and `r` gets the same nonce, and it is then the same token.
+fn hedged_nonce(
+    nonce_key: &NonceKey,
+    random: &[u8; HEDGE_RANDOM_LEN],
+    prefix: &[u8],
+    binding: Binding<'_>,
+    body: &[u8],
+) -> [u8; XNONCE_LEN] {
+    use ::hmac::Mac as _;
+    let mut mac = nonce_key.clone();
+    mac.update(random);
+    mac.update(prefix);
+    mac.update(&len_be(binding.tool));
+    mac.update(binding.tool);
+    mac.update(&len_be(binding.context));
+    mac.update(binding.context);
+    mac.update(body);
+    let mut nonce = [0u8; XNONCE_LEN];
+    nonce.copy_from_slice(&mac.finalize().into_bytes()[..XNONCE_LEN]);
+    nonce
+}
+
+/// Where a new token's body goes: appends room for the nonce (XChaCha20-Poly1305
+/// only) to `out`, which already holds the prefix; the caller appends the
+/// body, then calls [`finish`].
+pub(crate) fn start(key: &Key, out: &mut Vec<u8>) {
+    if let Material::XChaCha { .. } = key.material {
+        out.resize(out.len() + XNONCE_LEN, 0);
+    }
+}
+
+/// Authenticates (and for the AEAD, writes the hedged nonce and encrypts in
+/// place) the body that follows `prefix_len + nonce` in `out`, then appends
+/// the tag. Draws randomness only for the AEAD; fails only if that draw fails.
+pub(crate) fn finish(
+    key: &Key,
+    out: &mut Vec<u8>,
+    prefix_len: usize,
+    binding: Binding<'_>,
+    random: &dyn SecureRandom,
+) -> Result<(), Error> {
     match &key.material {
         Material::Hmac(k) => {
             let (prefix, body) = out.split_at(prefix_len);
             let tag = hmac_tag(k, prefix, binding, body);
             out.extend_from_slice(&tag.as_ref()[..TAG_LEN]);
         }
-        Material::XChaCha(k) => {
+        Material::XChaCha { key: k, nonce_key } => {
+            let mut r = Zeroizing::new([0u8; HEDGE_RANDOM_LEN]);
+            random.fill_hedge(&mut r[..])?;
             let (head, body) = out.split_at_mut(prefix_len + XNONCE_LEN);
-            let (prefix, nonce) = head.split_at(prefix_len);
+            let (prefix, nonce) = head.split_at_mut(prefix_len);
+            nonce.copy_from_slice(&hedged_nonce(nonce_key, &r, prefix, binding, body));
             let (sealing, n) = xchacha_subkey(k, nonce);
-            let ad = associated_data(prefix, binding);
-            let tag = sealing
-                .seal_in_place_separate_tag(n, aead::Aad::from(&ad[..]), body)
-                .expect("a body under 4 GiB always seals");
+            let tag = with_associated_data(prefix, binding, |ad| {
+                sealing.seal_in_place_separate_tag(n, aead::Aad::from(ad), body)
+            })
+            .expect("a body under 4 GiB always seals");
             out.extend_from_slice(tag.as_ref());
         }
     }
+    Ok(())
 }
 
 /// Verifies a decoded token under `key` and returns the range of its
@@ -121,14 +197,14 @@ pub(crate) fn open(
                 Err(Error::AuthenticationFailed)
             }
         }
-        Material::XChaCha(k) => {
+        Material::XChaCha { key: k, .. } => {
             let (head, sealed) = bytes.split_at_mut(prefix_len + XNONCE_LEN);
             let (prefix, nonce) = head.split_at(prefix_len);
             let (opening, n) = xchacha_subkey(k, nonce);
-            let ad = associated_data(prefix, binding);
-            let plain = opening
-                .open_in_place(n, aead::Aad::from(&ad[..]), sealed)
-                .map_err(|_| Error::AuthenticationFailed)?;
+            let plain = with_associated_data(prefix, binding, |ad| {
+                opening.open_in_place(n, aead::Aad::from(ad), sealed)
+            })
+            .map_err(|_| Error::AuthenticationFailed)?;
             let start = prefix_len + XNONCE_LEN;
             Ok(start..start + plain.len())
         }

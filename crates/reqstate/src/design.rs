@@ -49,17 +49,38 @@
 //! algorithm, so a secret pasted under both algorithms yields unrelated keys.
 //! Derivation happens when the keyring loads, never per token.
 //!
-//! What is wiped: the configured secret (and the base64 text it came from),
-//! the derived XChaCha20 key, and each per-token HChaCha20 subkey are zeroized
-//! when dropped. The HMAC key lives inside `ring::hmac::Key` as precomputed
-//! inner and outer hash states, which `ring` does not zeroize and which this
-//! crate cannot reach without `unsafe`; recomputing them per token would cost
-//! two SHA-256 compressions on every mint and verify. That residue is listed in
-//! the threat model.
+//! What is wiped, exactly: the configured secret (and the base64 text it came
+//! from); the derived XChaCha20 key; every HKDF output before it is handed to
+//! `ring`; per token, our copy of the working key given to HChaCha20, the
+//! HChaCha20 subkey it returns, and the random bytes that hedge the nonce.
+//! What is not: the HMAC keys (the HMAC-SHA256 working key and an XChaCha
+//! key's nonce key `K_n`) live inside `ring::hmac::Key` as precomputed inner
+//! and outer hash states, and HKDF's PRK inside `ring::hkdf::Prk`, which
+//! `ring` does not zeroize; per token, `ring`'s `LessSafeKey` holds a copy of
+//! the one-message ChaCha20 subkey on the stack for the duration of one call,
+//! and the `chacha20` crate's HChaCha20 keeps its working state in a stack
+//! array it does not wipe. None of these can be reached without `unsafe` or a
+//! fork of the dependency; recomputing the HMAC pads per token would cost two
+//! SHA-256 compressions on every mint and verify. That residue is listed in
+//! the threat model (docs/SECURITY.md).
 //!
-//! # Randomness
-//! Nonces come from an injected [`crate::SecureRandom`]. With `std`,
-//! [`crate::Codec::new`] uses [`crate::BufferedRandom`]: a per-thread pool of OS
-//! randomness that checks the process id on every draw so that a forked child
-//! never repeats its parent's bytes. The `getpid` call costs more than the copy;
-//! it is the price of fork safety, paid knowingly.
+//! # Randomness and nonces
+//! Each XChaCha20-Poly1305 nonce is *hedged* (FORMAT.md §4.2): 24 random bytes
+//! from the injected [`crate::SecureRandom`] go through HMAC-SHA256 under a
+//! per-key nonce key together with the associated data and the body. A random
+//! source that repeats itself (a VM snapshot restored twice, CRIU, a fork into
+//! a new PID namespace where the child keeps its parent's pid, a broken
+//! generator) then gives the same nonce only to the very same message, so
+//! nonce reuse across different messages cannot happen, whatever cloned the
+//! process. The cost is one HMAC over the token's bytes per AEAD mint
+//! (docs/BENCHMARKS.md).
+//!
+//! With `std`, [`crate::Codec::new`] draws `r` from [`crate::BufferedRandom`],
+//! a per-thread pool of OS randomness, through
+//! [`crate::SecureRandom::fill_hedge`], which skips the pool's process-id
+//! check: that `getpid` system call cost 200 to 400 ns per token on the
+//! project's VM, more than the hedge itself, and bought nothing the hedge does
+//! not already give. After any clone, an ordinary `fork` included, a parent
+//! and child drawing the same pool bytes give the same nonce only to the very
+//! same message, and then mint the very same token. `fill`, for any other use
+//! of the pool's bytes, keeps the check.

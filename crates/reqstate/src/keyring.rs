@@ -6,7 +6,7 @@ use core::fmt;
 
 use hashbrown::HashMap;
 use ring::{hkdf, hmac};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 use crate::error::{Error, KeyringError};
 
@@ -216,8 +216,15 @@ pub(crate) enum Material {
     /// ring precomputes the HMAC pads; ring does not zeroize them (see
     /// docs/SECURITY.md), so the raw derived key is wiped here right away.
     Hmac(hmac::Key),
-    /// The 256-bit XChaCha20 key, ours to zeroize.
-    XChaCha(Zeroizing<[u8; 32]>),
+    /// The 256-bit XChaCha20 key, ours to zeroize, and the HMAC key that
+    /// hedges its nonces (FORMAT.md §4.2): derived from the same secret under
+    /// its own label.
+    XChaCha {
+        /// The working key `K`.
+        key: Zeroizing<[u8; 32]>,
+        /// The nonce key `K_n`.
+        nonce_key: crate::crypto::NonceKey,
+    },
 }
 
 /// What a key is, before it is derived into a [`Key`]: the input to [`Keyring::new`].
@@ -274,20 +281,29 @@ impl Key {
             .at(None, Some(id))
             .into());
         }
-        let mut derived = Zeroizing::new([0u8; 32]);
         let prk =
             hkdf::Salt::new(hkdf::HKDF_SHA256, b"reqstate/v1 keyring").extract(secret.expose());
-        prk.expand(&[algorithm.derivation_label()], Len32)
-            .and_then(|okm| okm.fill(&mut derived[..]))
-            .map_err(|_| Error::InvalidArgument("key derivation failed"))?;
         drop(secret);
+        let expand = |label: &[u8]| -> Result<Zeroizing<[u8; 32]>, Error> {
+            let mut derived = Zeroizing::new([0u8; 32]);
+            prk.expand(&[label], Len32)
+                .and_then(|okm| okm.fill(&mut derived[..]))
+                .map_err(|_| Error::InvalidArgument("key derivation failed"))?;
+            Ok(derived)
+        };
+        let derived = expand(algorithm.derivation_label())?;
         let material = match algorithm {
+            // `derived` is wiped when it drops at the end of each arm.
             Algorithm::HmacSha256 => {
-                let key = hmac::Key::new(hmac::HMAC_SHA256, &derived[..]);
-                derived.zeroize();
-                Material::Hmac(key)
+                Material::Hmac(hmac::Key::new(hmac::HMAC_SHA256, &derived[..]))
             }
-            Algorithm::XChaCha20Poly1305 => Material::XChaCha(derived),
+            Algorithm::XChaCha20Poly1305 => {
+                let nonce_key = expand(NONCE_KEY_LABEL)?;
+                Material::XChaCha {
+                    key: derived,
+                    nonce_key: crate::crypto::nonce_key(&nonce_key),
+                }
+            }
         };
         Ok(Key {
             id,
@@ -329,6 +345,9 @@ impl fmt::Debug for Key {
             .finish_non_exhaustive()
     }
 }
+
+/// The HKDF info of an XChaCha20-Poly1305 key's nonce key `K_n` (FORMAT.md §4.2).
+const NONCE_KEY_LABEL: &[u8] = b"reqstate/v1 xchacha20-poly1305 nonce";
 
 struct Len32;
 

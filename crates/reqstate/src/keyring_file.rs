@@ -4,37 +4,36 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use serde::Deserialize;
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use crate::error::{Error, KeyringError};
 use crate::keyring::{KeyId, KeySpec, Keyring, Secret, parse_algorithm, parse_status};
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    /// Format version of the file; only 1 exists.
-    #[serde(default)]
-    version: Option<Spanned<i64>>,
-    #[serde(default, rename = "key")]
-    keys: Vec<Spanned<Entry>>,
-}
+// Errors never repeat a value (or an unknown name) from the file: a secret
+// pasted into the wrong field (`secret_env = "${KEY}"` expanded by a
+// templater, `status = "<base64>"`, a table header) would otherwise be
+// written to every log that shows the error. They name the line, the key id
+// and the field instead. Nor is toml's rendered error used: it quotes the
+// source line. The file is therefore read as a generic TOML tree
+// (`DeTable`, whose syntax errors are fixed descriptions) and every field is
+// checked here, with messages written here, rather than by serde, whose type
+// errors quote the value ("invalid type: string \"…\"").
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Entry {
-    id: i64,
-    #[serde(default)]
-    algorithm: Option<String>,
-    status: String,
-    #[serde(default)]
+/// The fields of a `[[key]]` table.
+const ENTRY_FIELDS: &str =
+    "`id`, `algorithm`, `status`, `created`, `secret`, `secret_file`, `secret_env`";
+
+/// One `[[key]]` table, its values checked for type but not yet for meaning.
+#[derive(Default)]
+struct Entry<'a> {
+    id: Option<i64>,
+    algorithm: Option<&'a str>,
+    status: Option<&'a str>,
     created: Option<toml::value::Datetime>,
-    #[serde(default)]
-    secret: Option<String>,
-    #[serde(default)]
-    secret_file: Option<String>,
-    #[serde(default)]
-    secret_env: Option<String>,
+    secret: Option<&'a str>,
+    secret_file: Option<&'a str>,
+    secret_env: Option<&'a str>,
 }
 
 fn line_of(source: &str, offset: usize) -> usize {
@@ -47,38 +46,159 @@ fn line_of(source: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Where relative `secret_file` paths are resolved: a directory with `std`.
-#[cfg(feature = "std")]
-pub(crate) type BaseDir<'a> = Option<&'a std::path::Path>;
-/// Without `std` there are no files.
-#[cfg(not(feature = "std"))]
-pub(crate) type BaseDir<'a> = Option<&'a ()>;
+/// A name from the file, shown only if it is shaped like a field name: short
+/// and plain. Anything else (a quoted key holding base64, a header pasted
+/// from a secret) is not repeated.
+fn shown_name(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 24
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        format!("`{name}`")
+    } else {
+        "(name not shown: it is not a plain field name and could be key material)".to_string()
+    }
+}
+
+/// What a TOML value is, for "must be a string, not …" messages.
+fn kind(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+fn integer(value: &DeValue<'_>) -> Option<i64> {
+    match value {
+        DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok(),
+        _ => None,
+    }
+}
+
+/// The entries of a table in the order they appear in the file, so the
+/// first mistake reported is the first one in the file.
+fn in_file_order<'t, 'i>(
+    table: &'t DeTable<'i>,
+) -> Vec<(
+    &'t Spanned<toml::de::DeString<'i>>,
+    &'t Spanned<DeValue<'i>>,
+)> {
+    let mut entries: Vec<_> = table.iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    entries
+}
+
+/// A TOML syntax error. Its message is one of the parser's fixed
+/// descriptions (the rendered error, which quotes the line, is not used);
+/// a duplicate key is named when the name is plain.
+fn syntax_error(source: &str, e: &toml::de::Error) -> KeyringError {
+    let span = e.span();
+    let mut message = format!("not valid TOML: {}", e.message());
+    if e.message() == "duplicate key"
+        && let Some(name) = span.as_ref().and_then(|s| source.get(s.clone()))
+    {
+        let name = name.trim().trim_matches(|c| c == '"' || c == '\'');
+        message = format!("not valid TOML: duplicate key {}", shown_name(name));
+    }
+    KeyringError::new(message).at(span.map(|s| line_of(source, s.start)), None)
+}
+
+/// Wipes the copies the TOML reader made of string values: a string with
+/// escapes is decoded into an owned copy (a plain one borrows the source,
+/// which the caller owns). An inline secret may be among them.
+fn wipe(value: &mut DeValue<'_>) {
+    match value {
+        DeValue::String(alloc::borrow::Cow::Owned(s)) => zeroize::Zeroize::zeroize(s),
+        DeValue::Array(array) => array.iter_mut().for_each(|v| wipe(v.get_mut())),
+        DeValue::Table(table) => table.iter_mut().for_each(|(_, v)| wipe(v.get_mut())),
+        _ => {}
+    }
+}
+
+/// The parsed document, its string copies wiped when it drops.
+struct Document<'i>(Spanned<DeTable<'i>>);
+
+impl Drop for Document<'_> {
+    fn drop(&mut self) {
+        self.0
+            .get_mut()
+            .iter_mut()
+            .for_each(|(_, v)| wipe(v.get_mut()));
+    }
+}
 
 pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
-    let file: File = toml::from_str(source).map_err(|e| {
-        let line = e.span().map(|s| line_of(source, s.start));
-        // toml's message names the problem; its own rendering repeats the source
-        // line, which may hold a secret, so only the message is kept.
-        KeyringError::new(e.message().to_string()).at(line, None)
-    })?;
-    if let Some(v) = &file.version
-        && *v.get_ref() != 1
-    {
-        return Err(KeyringError::new(format!(
-            "unsupported keyring version {}; this reader knows version 1",
-            v.get_ref()
-        ))
-        .at(Some(line_of(source, v.span().start)), None)
-        .into());
+    let document = Document(DeTable::parse(source).map_err(|e| syntax_error(source, &e))?);
+    let root = &document.0;
+    let at = |span: core::ops::Range<usize>| Some(line_of(source, span.start));
+    let mut keys = None;
+    for (name, value) in in_file_order(root.get_ref()) {
+        match name.get_ref().as_ref() {
+            "version" => match integer(value.get_ref()) {
+                Some(1) => {}
+                Some(v) => {
+                    return Err(KeyringError::new(format!(
+                        "unsupported keyring version {v}; this reader knows version 1"
+                    ))
+                    .at(at(name.span()), None)
+                    .into());
+                }
+                None => {
+                    return Err(KeyringError::new(format!(
+                        "`version` must be the integer 1, not {} (the value is not shown)",
+                        kind(value.get_ref())
+                    ))
+                    .at(at(name.span()), None)
+                    .into());
+                }
+            },
+            "key" => keys = Some(value),
+            other => {
+                return Err(KeyringError::new(format!(
+                    "unknown top-level field {}, expected `version` or `key`",
+                    shown_name(other)
+                ))
+                .at(at(name.span()), None)
+                .into());
+            }
+        }
     }
-    if file.keys.is_empty() {
+    let tables: Vec<&Spanned<DeValue<'_>>> = match keys.map(|k| (k, k.get_ref())) {
+        None => Vec::new(),
+        Some((_, DeValue::Array(array))) => array.iter().collect(),
+        Some((k, other)) => {
+            return Err(KeyringError::new(format!(
+                "`key` must be an array of [[key]] tables, not {}",
+                kind(other)
+            ))
+            .at(at(k.span()), None)
+            .into());
+        }
+    };
+    if tables.is_empty() {
         return Err(KeyringError::new("the keyring has no [[key]] entries").into());
     }
-    let mut specs = Vec::with_capacity(file.keys.len());
-    let mut lines = Vec::with_capacity(file.keys.len());
-    for entry in file.keys {
-        let line = line_of(source, entry.span().start);
-        let entry = entry.into_inner();
+    let mut specs = Vec::with_capacity(tables.len());
+    let mut lines = Vec::with_capacity(tables.len());
+    for table in tables {
+        let line = line_of(source, table.span().start);
+        let DeValue::Table(fields) = table.get_ref() else {
+            return Err(KeyringError::new(format!(
+                "`key` must be an array of [[key]] tables; an element is {}",
+                kind(table.get_ref())
+            ))
+            .at(Some(line), None)
+            .into());
+        };
+        let entry = read_entry(source, fields).map_err(|e| e.at(Some(line), None))?;
         let spec = entry_to_spec(entry, base).map_err(|e| e.at(Some(line), None))?;
         lines.push((spec.id, line));
         specs.push(spec);
@@ -109,46 +229,112 @@ pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
     })
 }
 
-fn entry_to_spec(entry: Entry, base: BaseDir<'_>) -> Result<KeySpec, KeyringError> {
-    let id = u32::try_from(entry.id)
-        .map(KeyId::new)
-        .map_err(|_| KeyringError::new(format!("id {} is not in 0..=4294967295", entry.id)))?;
-    let with_id = |e: KeyringError| e.at(None, Some(id));
-    let algorithm = match entry.algorithm.as_deref() {
-        None => crate::Algorithm::DEFAULT,
-        Some(name) => parse_algorithm(name).map_err(|m| with_id(KeyringError::new(m)))?,
+/// Checks the fields of one `[[key]]` table for name and type. Errors name
+/// the field's line and the field, never its value.
+fn read_entry<'t>(source: &str, fields: &'t DeTable<'_>) -> Result<Entry<'t>, KeyringError> {
+    let mut entry = Entry::default();
+    let mut id_line = None;
+    for (name, value) in in_file_order(fields) {
+        let line = Some(line_of(source, name.span().start));
+        let field = name.get_ref().as_ref();
+        let string = || match value.get_ref() {
+            DeValue::String(s) => Ok(s.as_ref()),
+            other => Err(KeyringError::new(format!(
+                "`{field}` must be a string, not {}",
+                kind(other)
+            ))
+            .at(line, None)),
+        };
+        match field {
+            "id" => {
+                id_line = line;
+                entry.id = Some(integer(value.get_ref()).ok_or_else(|| {
+                    KeyringError::new(format!(
+                        "`id` must be an integer in 0..=4294967295, not {} (the value is not shown)",
+                        kind(value.get_ref())
+                    ))
+                    .at(line, None)
+                })?);
+            }
+            "algorithm" => entry.algorithm = Some(string()?),
+            "status" => entry.status = Some(string()?),
+            "secret" => entry.secret = Some(string()?),
+            "secret_file" => entry.secret_file = Some(string()?),
+            "secret_env" => entry.secret_env = Some(string()?),
+            "created" => match value.get_ref() {
+                DeValue::Datetime(dt) => entry.created = Some(*dt),
+                other => {
+                    return Err(KeyringError::new(format!(
+                        "`created` must be a TOML date-time such as 2026-11-30T12:00:00Z \
+                         (unquoted), not {} (the value is not shown)",
+                        kind(other)
+                    ))
+                    .at(line, None));
+                }
+            },
+            other => {
+                return Err(KeyringError::new(format!(
+                    "unknown field {}, expected one of {ENTRY_FIELDS}",
+                    shown_name(other)
+                ))
+                .at(line, None));
+            }
+        }
+    }
+    if entry.id.is_none() {
+        return Err(KeyringError::new("missing field `id`"));
+    }
+    if entry.status.is_none() {
+        return Err(KeyringError::new("missing field `status`").at(id_line, None));
+    }
+    Ok(entry)
+}
+
+/// Where relative `secret_file` paths are resolved: a directory with `std`.
+#[cfg(feature = "std")]
+pub(crate) type BaseDir<'a> = Option<&'a std::path::Path>;
+/// Without `std` there are no files.
+#[cfg(not(feature = "std"))]
+pub(crate) type BaseDir<'a> = Option<&'a ()>;
+
+fn entry_to_spec(entry: Entry<'_>, base: BaseDir<'_>) -> Result<KeySpec, KeyringError> {
+    // `read_entry` made sure both are there.
+    let (Some(raw_id), Some(status)) = (entry.id, entry.status) else {
+        return Err(KeyringError::new("missing field `id` or `status`"));
     };
-    let status = parse_status(&entry.status).map_err(|m| with_id(KeyringError::new(m)))?;
+    let id = u32::try_from(raw_id)
+        .map(KeyId::new)
+        .map_err(|_| KeyringError::new(format!("id {raw_id} is not in 0..=4294967295")))?;
+    let with_id = |e: KeyringError| e.at(None, Some(id));
+    // The names are not repeated: a misplaced secret would be.
+    let algorithm = match entry.algorithm {
+        None => crate::Algorithm::DEFAULT,
+        Some(name) => parse_algorithm(name).map_err(|_| {
+            with_id(KeyringError::new(
+                "unknown algorithm (the value is not shown); \
+                 expected \"xchacha20-poly1305\" or \"hmac-sha256\"",
+            ))
+        })?,
+    };
+    let status = parse_status(status).map_err(|_| {
+        with_id(KeyringError::new(
+            "unknown status (the value is not shown); \
+             expected \"primary\", \"active\" or \"retired\"",
+        ))
+    })?;
     let created_at = match entry.created {
         None => None,
         Some(dt) => Some(datetime_to_unix(&dt).map_err(|m| with_id(KeyringError::new(m)))?),
     };
-    let sources = [
-        entry.secret.is_some(),
-        entry.secret_file.is_some(),
-        entry.secret_env.is_some(),
-    ]
-    .iter()
-    .filter(|s| **s)
-    .count();
-    if sources != 1 {
-        return Err(with_id(KeyringError::new(
-            "exactly one of secret, secret_file or secret_env must be given",
-        )));
-    }
-    let secret = if let Some(text) = entry.secret.as_deref() {
-        let secret = Secret::from_base64(text).map_err(with_id)?;
-        // Wipe the copy serde made of the base64 text.
-        if let Some(mut text) = entry.secret {
-            zeroize::Zeroize::zeroize(&mut text);
+    let secret = match (entry.secret, entry.secret_file, entry.secret_env) {
+        (Some(text), None, None) => Secret::from_base64(text).map_err(with_id)?,
+        (None, Some(path), None) => read_secret_file(path, base).map_err(with_id)?,
+        (None, None, Some(var)) => read_secret_env(var).map_err(with_id)?,
+        _ => {
+            return Err(with_id(KeyringError::new(
+                "exactly one of secret, secret_file or secret_env must be given",
+            )));
         }
-        secret
-    } else if let Some(path) = entry.secret_file.as_deref() {
-        read_secret_file(path, base).map_err(with_id)?
-    } else if let Some(var) = entry.secret_env.as_deref() {
-        read_secret_env(var).map_err(with_id)?
-    } else {
-        unreachable!("exactly one secret source was checked above")
     };
     Ok(KeySpec {
         id,
@@ -164,6 +350,8 @@ fn entry_to_spec(entry: Entry, base: BaseDir<'_>) -> Result<KeySpec, KeyringErro
 #[cfg(feature = "std")]
 const MAX_SECRET_FILE_LEN: u64 = 4096;
 
+/// Reads a `secret_file`. The path is never repeated in errors (a secret put
+/// in `secret_file` by mistake would be); the line and key id locate it.
 #[cfg(feature = "std")]
 fn read_secret_file(path: &str, base: BaseDir<'_>) -> Result<Secret, KeyringError> {
     use std::io::Read as _;
@@ -171,16 +359,27 @@ fn read_secret_file(path: &str, base: BaseDir<'_>) -> Result<Secret, KeyringErro
         Some(dir) if std::path::Path::new(path).is_relative() => dir.join(path),
         _ => std::path::PathBuf::from(path),
     };
-    let cannot = |e: &dyn core::fmt::Display| {
-        KeyringError::new(format!("cannot read secret_file {path:?}: {e}"))
-    };
-    // Refuse devices and FIFOs before opening (opening a FIFO blocks), and
-    // cap the read so `/dev/zero` or a huge file cannot exhaust memory.
-    let meta = std::fs::metadata(&resolved).map_err(|e| cannot(&e))?;
+    let cannot =
+        |e: &dyn core::fmt::Display| KeyringError::new(format!("cannot read secret_file: {e}"));
+    // Opened without blocking (a FIFO, even one swapped in after any check
+    // by path, would block until a writer comes), then the opened file
+    // itself is checked: a regular file, small. The read is capped as well,
+    // in case the file grows.
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOCTTY,
+    );
+    let file = options.open(&resolved).map_err(|e| cannot(&e))?;
+    let meta = file.metadata().map_err(|e| cannot(&e))?;
     if !meta.is_file() {
         return Err(cannot(&"not a regular file"));
     }
-    let file = std::fs::File::open(&resolved).map_err(|e| cannot(&e))?;
+    if meta.len() > MAX_SECRET_FILE_LEN {
+        return Err(cannot(&"longer than 4096 bytes"));
+    }
     let mut bytes = zeroize::Zeroizing::new(Vec::new());
     file.take(MAX_SECRET_FILE_LEN + 1)
         .read_to_end(&mut bytes)
@@ -189,9 +388,8 @@ fn read_secret_file(path: &str, base: BaseDir<'_>) -> Result<Secret, KeyringErro
         return Err(cannot(&"longer than 4096 bytes"));
     }
     let text = core::str::from_utf8(&bytes)
-        .map_err(|_| KeyringError::new(format!("secret_file {path:?} is not base64 text")))?;
-    Secret::from_base64(text)
-        .map_err(|e| KeyringError::new(format!("secret_file {path:?}: {}", e.message)))
+        .map_err(|_| KeyringError::new("secret_file is not base64 text"))?;
+    Secret::from_base64(text).map_err(|e| KeyringError::new(format!("secret_file: {}", e.message)))
 }
 
 #[cfg(not(feature = "std"))]
@@ -201,15 +399,17 @@ fn read_secret_file(_path: &str, _base: BaseDir<'_>) -> Result<Secret, KeyringEr
     ))
 }
 
+/// Reads a `secret_env` variable. Its name is never repeated in errors (a
+/// templater may have expanded `${KEY}` into it); the line and key id locate it.
 #[cfg(feature = "std")]
 fn read_secret_env(var: &str) -> Result<Secret, KeyringError> {
     let value = zeroize::Zeroizing::new(std::env::var(var).map_err(|_| {
-        KeyringError::new(format!(
-            "environment variable {var} is not set or not UTF-8"
-        ))
+        KeyringError::new(
+            "the environment variable named by secret_env is not set or not UTF-8 \
+             (the name is not shown: it could be key material)",
+        )
     })?);
-    Secret::from_base64(&value)
-        .map_err(|e| KeyringError::new(format!("secret_env {var}: {}", e.message)))
+    Secret::from_base64(&value).map_err(|e| KeyringError::new(format!("secret_env: {}", e.message)))
 }
 
 #[cfg(not(feature = "std"))]

@@ -49,9 +49,12 @@
 //!
 //! # Features
 //! - `std` (default): [`SystemClock`], [`OsRandom`], [`BufferedRandom`] (the
-//!   fork-safe pool [`Codec::new`] uses), [`Codec::new`], and
+//!   per-thread pool [`Codec::new`] draws nonce randomness from), [`Codec::new`], and
 //!   keyring secrets from files and environment variables. Without it the
 //!   crate is `no_std + alloc`; supply a [`Clock`] and a [`SecureRandom`].
+//!   On the soft-float `x86_64-unknown-none` target, build with
+//!   `RUSTFLAGS='-C target-feature=+sse,+sse2 --cfg sha2_backend="soft"'`
+//!   (`ring` needs SSE2; `sha2`'s SHA-NI backend does not build there).
 
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
