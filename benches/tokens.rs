@@ -1,4 +1,4 @@
-//! Mint and verify of the reference claims (../shared/bench/reference-claims.json)
+//! Mint and verify of the reference claims (benches/data/reference-claims.json)
 //! for each algorithm, against the bare `ring` primitives over the same bytes.
 //!
 //! `cargo bench --bench tokens`; `cargo bench --bench tokens -- --test` runs
@@ -35,7 +35,7 @@ struct Reference {
 fn reference() -> Reference {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/bench/reference-claims.json"
+        "/benches/data/reference-claims.json"
     );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let v: serde_json::Value = serde_json::from_str(&text).expect("reference claims are JSON");

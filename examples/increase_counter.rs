@@ -34,7 +34,7 @@ fn handle(codec: &Codec, principal: &str, params: &Value) -> Result<Value, reqst
     let arguments = &params["arguments"];
     // Bind every token to this caller, this server and these exact arguments.
     let context =
-        reqstate::call_context_from_value(principal, "counter-server", "tools/call", arguments);
+        reqstate::call_context_from_value(principal, "counter-server", "tools/call", arguments)?;
     let current = arguments["current"].as_i64().unwrap_or(0);
     let answers = &params["inputResponses"];
 

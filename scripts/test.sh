@@ -47,6 +47,12 @@ step "independent Python verifier of the format (tests/vectors/verify_v1.py)"
 .venv/bin/pip install -q --disable-pip-version-check -r tests/vectors/requirements.txt
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/verify_v1.py
 
+step "call context corpus against RFC 8785 (tests/vectors/test_call_context.py, the rfc8785 package)"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/test_call_context.py
+
+step "mutation check: every rule of the Python verifier broken one at a time must fail the vectors"
+.venv/bin/python tests/vectors/mutation/run.py
+
 # The clients run against the debug binary that `cargo test` built above.
 export REQSTATE_BIN="$PWD/target/debug/reqstate"
 

@@ -37,24 +37,32 @@ struct VectorFile {
     keys: Vec<VectorKey>,
     valid: Vec<ValidVector>,
     sealed: Vec<SealedVector>,
+    accepted: Vec<AcceptedVector>,
     invalid: Vec<InvalidVector>,
-    call_context: Vec<CallContextVector>,
+    mint_invalid: Vec<MintInvalidVector>,
+    keyrings: Vec<KeyringVector>,
+}
+
+/// A keyring to load (FORMAT.md §1, docs/KEYRING.md): accepted, or refused.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct KeyringVector {
+    name: String,
+    /// (id, algorithm, status, secret as standard base64) per key.
+    keys: Vec<KeyringEntry>,
+    /// The refusal's name; absent if the keyring loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expect_fail: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
-struct CallContextVector {
-    principal: String,
-    audience: String,
-    method: String,
-    /// The arguments as a client might send them (any key order, any spacing).
-    arguments_json: String,
-    /// FORMAT.md §7's canonical JSON of the arguments.
-    canonical_json: String,
-    /// The 32-byte context, hex.
-    context: String,
+struct KeyringEntry {
+    id: u32,
+    algorithm: String,
+    status: String,
+    secret: String,
 }
 
-#[derive(Serialize, Deserialize, PartialEq, Debug)]
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone, Copy)]
 struct VectorPolicy {
     max_token_len: usize,
     clock_leeway: u64,
@@ -98,6 +106,9 @@ struct ValidVector {
     expires_at: u64,
     token: String,
     token_chars: usize,
+    /// The policy minted and verified under, if not the file's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<VectorPolicy>,
 }
 
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
@@ -125,6 +136,68 @@ struct InvalidVector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expected_step: Option<String>,
     now: u64,
+    /// The policy to verify under, if not the file's default `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<VectorPolicy>,
+    /// The caller's type for the state (FORMAT.md §8 step 14): absent, the
+    /// state is not decoded; "uint", an unsigned integer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    decode_as: Option<String>,
+    expect_fail: String,
+}
+
+/// A token that verifies (or unseals), typically at the accepted side of a
+/// boundary; most carry a body only a key holder could make.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct AcceptedVector {
+    name: String,
+    /// "verify" or "unseal", as for invalid vectors.
+    operation: String,
+    token: String,
+    tool: String,
+    context: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expected_step: Option<String>,
+    now: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<VectorPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    decode_as: Option<String>,
+    /// verify: the claims found (the state as its exact CBOR bytes, hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    issued_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state_cbor: Option<String>,
+    /// unseal: the payload, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    payload: Option<String>,
+}
+
+/// A mint (or seal) that must be refused: the inputs and the reason.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct MintInvalidVector {
+    name: String,
+    /// "mint" (tool, step, state_cbor, ttl, context) or "seal" (payload, context as aad).
+    operation: String,
+    /// The key minted under, as the keyring's only, primary key.
+    key_id: u32,
+    tool: String,
+    step: String,
+    /// mint: the state's CBOR, hex.
+    state_cbor: String,
+    /// seal: the payload, hex.
+    payload: String,
+    ttl: u64,
+    context: String,
+    now: u64,
+    /// What the random source hands out, hex; a draw of any other length fails.
+    random: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<VectorPolicy>,
     expect_fail: String,
 }
 
@@ -152,6 +225,7 @@ fn definition_keys() -> Vec<VectorKey> {
         key(2, Algorithm::XChaCha20Poly1305, KeyStatus::Primary, 0x20),
         key(3, Algorithm::XChaCha20Poly1305, KeyStatus::Retired, 0x30),
         key(200, Algorithm::HmacSha256, KeyStatus::Active, 0x40),
+        key(u32::MAX, Algorithm::HmacSha256, KeyStatus::Active, 0x50),
     ]
 }
 
@@ -187,10 +261,34 @@ fn minting_codec(keys: &[VectorKey], id: u32, now: u64, nonce: &[u8], policy: Po
     Codec::with_parts(keyring, policy, FixedClock(now), FixedNonce(nonce.to_vec()))
 }
 
+/// A vector's policy, or the default one.
+fn policy_of(p: Option<VectorPolicy>) -> Policy {
+    match p {
+        None => Policy::new(),
+        Some(p) => Policy::new()
+            .with_max_token_len(p.max_token_len)
+            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
+            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)))
+            .expect("vector policy is within bounds"),
+    }
+}
+
+fn default_vector_policy() -> VectorPolicy {
+    VectorPolicy {
+        max_token_len: Policy::DEFAULT_MAX_TOKEN_LEN,
+        clock_leeway: Policy::DEFAULT_CLOCK_LEEWAY,
+        max_lifetime: Policy::DEFAULT_MAX_LIFETIME,
+    }
+}
+
 fn verifying_codec(keys: &[VectorKey], now: u64) -> Codec {
+    verifying_codec_with(keys, now, None)
+}
+
+fn verifying_codec_with(keys: &[VectorKey], now: u64, policy: Option<VectorPolicy>) -> Codec {
     Codec::with_parts(
         verification_keyring(keys),
-        Policy::new(),
+        policy_of(policy),
         FixedClock(now),
         FixedNonce(vec![]),
     )
@@ -232,8 +330,27 @@ fn mint_vector(
     context: &[u8],
     seed: u8,
 ) -> ValidVector {
+    mint_vector_at(
+        keys, name, key_id, tool, step, state_json, ttl, context, seed, NOW, None,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn mint_vector_at(
+    keys: &[VectorKey],
+    name: &str,
+    key_id: u32,
+    tool: &str,
+    step: &str,
+    state_json: serde_json::Value,
+    ttl: u64,
+    context: &[u8],
+    seed: u8,
+    now: u64,
+    policy: Option<VectorPolicy>,
+) -> ValidVector {
     let random = random_for(keys, key_id, seed);
-    let codec = minting_codec(keys, key_id, NOW, &random, Policy::new());
+    let codec = minting_codec(keys, key_id, now, &random, policy_of(policy));
     let state: ciborium::Value = serde_json::from_value(state_json.clone()).expect("state");
     let mut state_cbor = Vec::new();
     ciborium::into_writer(&state, &mut state_cbor).expect("cbor");
@@ -249,13 +366,14 @@ fn mint_vector(
         state_json,
         ttl,
         context: hex::encode(context),
-        now: NOW,
+        now,
         random: hex::encode(&random),
         nonce: nonce_in(&minted.token),
         issued_at: minted.issued_at,
         expires_at: minted.expires_at,
         token_chars: minted.token.len(),
         token: minted.token,
+        policy,
     }
 }
 
@@ -276,6 +394,8 @@ fn invalid(v: &ValidVector, name: &str, token: String, expect_fail: &str) -> Inv
         context: v.context.clone(),
         expected_step: None,
         now: v.now,
+        policy: v.policy,
+        decode_as: None,
         expect_fail: expect_fail.into(),
     }
 }
@@ -289,7 +409,7 @@ fn generate() -> VectorFile {
         }
     }
     let reference = serde_json::json!({"current": 10, "amount": 5});
-    let valid = vec![
+    let mut valid = vec![
         mint_vector(
             &keys,
             "hmac reference claims",
@@ -336,26 +456,117 @@ fn generate() -> VectorFile {
         ),
     ];
 
-    let sealed = [(1u32, 3u8), (2, 4)]
-        .into_iter()
-        .map(|(key_id, seed)| {
-            let random = random_for(&keys, key_id, seed);
-            let codec = minting_codec(&keys, key_id, NOW, &random, Policy::new());
-            let payload = br#"{"v":1,"t":"increase-counter","s":"opaque to reqstate"}"#;
-            let aad = b"tools/call";
-            let token = codec.seal(payload, aad).expect("seal");
-            SealedVector {
-                name: format!("sealed payload under key {key_id}"),
-                key_id,
-                now: NOW,
-                payload: hex::encode(payload),
-                aad: hex::encode(aad),
-                random: hex::encode(&random),
-                nonce: nonce_in(&token),
-                token,
-            }
-        })
-        .collect::<Vec<_>>();
+    // Boundaries a genuine mint reaches (FORMAT.md §3, §4, §8).
+    valid.push(mint_vector(
+        &keys,
+        "hmac five-byte key id 2^32 - 1",
+        u32::MAX,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        600,
+        REFERENCE_CONTEXT,
+        0,
+    ));
+    valid.push(mint_vector_at(
+        &keys,
+        "hmac at the end of the clock: expires_at = 2^64 - 1 (leeway sum saturates)",
+        1,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        1,
+        REFERENCE_CONTEXT,
+        0,
+        u64::MAX - 1,
+        None,
+    ));
+    valid.push(mint_vector(
+        &keys,
+        "xchacha lifetime = max_lifetime",
+        2,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        Policy::DEFAULT_MAX_LIFETIME,
+        REFERENCE_CONTEXT,
+        8,
+    ));
+    valid.push(mint_vector(
+        &keys,
+        "hmac tool and step of 256 bytes, non-ASCII step",
+        1,
+        &"t".repeat(256),
+        &format!("{}é", "s".repeat(254)),
+        serde_json::json!([1, "two"]),
+        600,
+        b"",
+        0,
+    ));
+    valid.push(mint_vector(
+        &keys,
+        "xchacha state nested 16 levels",
+        2,
+        "increase-counter",
+        "confirm",
+        (0..15).fold(serde_json::json!([0]), |v, _| serde_json::json!([v])),
+        600,
+        REFERENCE_CONTEXT,
+        9,
+    ));
+    valid.push(mint_vector_at(
+        &keys,
+        "hmac token of exactly max_token_len characters",
+        1,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        600,
+        REFERENCE_CONTEXT,
+        0,
+        NOW,
+        Some(VectorPolicy {
+            max_token_len: 76,
+            ..default_vector_policy()
+        }),
+    ));
+    assert_eq!(valid.last().expect("vector").token_chars, 76);
+
+    let sealed = [
+        (
+            1u32,
+            3u8,
+            &b"{\"v\":1,\"t\":\"increase-counter\",\"s\":\"opaque to reqstate\"}"[..],
+        ),
+        (
+            2,
+            4,
+            &b"{\"v\":1,\"t\":\"increase-counter\",\"s\":\"opaque to reqstate\"}"[..],
+        ),
+        (1, 0, &b""[..]),
+    ]
+    .into_iter()
+    .map(|(key_id, seed, payload)| {
+        let random = random_for(&keys, key_id, seed);
+        let codec = minting_codec(&keys, key_id, NOW, &random, Policy::new());
+        let aad = b"tools/call";
+        let token = codec.seal(payload, aad).expect("seal");
+        SealedVector {
+            name: if payload.is_empty() {
+                format!("empty sealed payload under key {key_id} (the shortest token)")
+            } else {
+                format!("sealed payload under key {key_id}")
+            },
+            key_id,
+            now: NOW,
+            payload: hex::encode(payload),
+            aad: hex::encode(aad),
+            random: hex::encode(&random),
+            nonce: nonce_in(&token),
+            token,
+        }
+    })
+    .collect::<Vec<_>>();
 
     let hmac = &valid[0];
     let xchacha = &valid[1];
@@ -691,54 +902,1053 @@ fn generate() -> VectorFile {
         }
     }
 
-    let call_context = [
+    // ---- Both sides of every rule of FORMAT.md §2-§8 (names start with the
+    // ---- section or step they pin).
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let raw_of = |t: &str| b64.decode(t).expect("valid token");
+    let enc = |b: &[u8]| b64.encode(b);
+    let hmac_raw = raw_of(&hmac.token);
+    let xchacha_raw = raw_of(&xchacha.token);
+    let rule = |name: &str, token: String, expect: &str| invalid(hmac, name, token, expect);
+    let with_header = |h: u8| {
+        let mut r = hmac_raw.clone();
+        r[0] = h;
+        enc(&r)
+    };
+    let with_bytes = |bytes: &[u8]| enc(bytes);
+    let pad = |prefix: &[u8], n: usize| {
+        let mut r = prefix.to_vec();
+        r.extend(std::iter::repeat_n(0x5au8, n));
+        enc(&r)
+    };
+
+    // §2 base64url.
+    let dash = valid
+        .iter()
+        .find(|v| v.token.contains('-') && v.policy.is_none())
+        .expect("a vector token with '-'");
+    let underscore = valid
+        .iter()
+        .find(|v| v.token.contains('_') && v.policy.is_none())
+        .expect("a vector token with '_'");
+    bad.push(invalid(
+        dash,
+        "§2: '+' in place of '-' (standard alphabet)",
+        dash.token.replacen('-', "+", 1),
+        "malformed",
+    ));
+    bad.push(invalid(
+        underscore,
+        "§2: '/' in place of '_' (standard alphabet)",
+        underscore.token.replacen('_', "/", 1),
+        "malformed",
+    ));
+    assert_eq!(short.token_chars % 4, 3);
+    bad.push(invalid(
+        short,
+        "§2: correct padding '=' appended",
+        format!("{}=", short.token),
+        "malformed",
+    ));
+    bad.push(rule(
+        "§2: line feed inside",
+        format!("{}\n{}", &hmac.token[..40], &hmac.token[40..]),
+        "malformed",
+    ));
+    bad.push(rule(
+        "§2: trailing space",
+        format!("{} ", hmac.token),
+        "malformed",
+    ));
+    assert_eq!(hmac.token_chars % 4, 0);
+    bad.push(rule(
+        "§2: 4n+1 characters",
+        format!("{}A", hmac.token),
+        "malformed",
+    ));
+    bad.push(rule("§2: 4n+1 characters, 1", "A".into(), "malformed"));
+
+    // §3 header, §8 step 3 and its order.
+    bad.push(rule(
+        "§3: version 0",
+        with_header(0x01),
+        "unsupported_version",
+    ));
+    bad.push(rule(
+        "§3: version 15",
+        with_header(0xf1),
+        "unsupported_version",
+    ));
+    bad.push(rule("§3: reserved kind 3", with_header(0x1d), "malformed"));
+    bad.push(rule(
+        "§3: algorithm identifier 0",
+        with_header(0x10),
+        "unsupported_algorithm",
+    ));
+    bad.push(rule(
+        "step 3 order: version 2, kind 3, algorithm 0",
+        with_header(0x2c),
+        "unsupported_version",
+    ));
+    bad.push(rule(
+        "step 3 order: version 0, kind 2, algorithm 1",
+        with_header(0x09),
+        "unsupported_version",
+    ));
+    bad.push(rule(
+        "step 3 order: kind 2, algorithm 0",
+        with_header(0x18),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 3 order: kind 3, algorithm 3",
+        with_header(0x1f),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 3 before 4: header byte only, version 2",
+        with_bytes(&[0x21]),
+        "unsupported_version",
+    ));
+    bad.push(rule(
+        "step 3 before 4: header byte only, algorithm 0",
+        with_bytes(&[0x10]),
+        "unsupported_algorithm",
+    ));
+    bad.push(rule(
+        "step 3 before 4: header byte only, kind 3",
+        with_bytes(&[0x1e]),
+        "malformed",
+    ));
+
+    // §3 key id, §8 step 4.
+    bad.push(rule(
+        "step 4: header byte only (key id missing)",
+        with_bytes(&[0x11]),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 4: key id truncated after 3 continuation bytes",
+        with_bytes(&[0x11, 0x80, 0x80, 0x80]),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 4: five-byte key id 2^28 is read (unknown)",
+        with_key_id(&hmac.token, &[0x80, 0x80, 0x80, 0x80, 0x01]),
+        "unknown_key",
+    ));
+    bad.push(rule(
+        "step 4: five-byte key id not minimal",
+        with_key_id(&hmac.token, &[0x81, 0x80, 0x80, 0x80, 0x00]),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 4: key id 2^35 - 1",
+        with_key_id(&hmac.token, &[0xff, 0xff, 0xff, 0xff, 0x7f]),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 4: two-byte key id 0",
+        with_key_id(&hmac.token, &[0x80, 0x00]),
+        "malformed",
+    ));
+
+    // §8 step 5, by the header's algorithm.
+    bad.push(rule(
+        "step 5: hmac, prefix + 15 bytes",
+        enc(&hmac_raw[..17]),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 5: hmac, prefix + 16 bytes (empty body) reaches the tag",
+        enc(&hmac_raw[..18]),
+        "authentication_failed",
+    ));
+    bad.push(invalid(
+        xchacha,
+        "step 5: xchacha, prefix + 39 bytes",
+        enc(&xchacha_raw[..41]),
+        "malformed",
+    ));
+    bad.push(invalid(
+        xchacha,
+        "step 5: xchacha, prefix + 40 bytes (empty body) reaches the tag",
+        enc(&xchacha_raw[..42]),
+        "authentication_failed",
+    ));
+    bad.push(rule(
+        "step 5 uses the header's algorithm: hmac header, xchacha key 2, 20 bytes",
+        pad(&[0x11, 0x02], 18),
+        "algorithm_mismatch",
+    ));
+    bad.push(rule(
+        "step 5 uses the header's algorithm: xchacha header, hmac key 1, 20 bytes",
+        pad(&[0x12, 0x01], 18),
+        "malformed",
+    ));
+    bad.push(rule(
+        "step 5 before 6: short sealed token to verify",
+        pad(&[0x15, 0x01], 15),
+        "malformed",
+    ));
+    // §8 steps 6 and 7 and their order.
+    bad.push(rule(
+        "step 6 before 7: sealed token under unknown key 5 to verify",
+        pad(&[0x15, 0x05], 16),
+        "wrong_kind",
+    ));
+    let mut unseal_retired = invalid(
+        &retired,
+        "step 6 before 7: state token under retired key 3 to unseal",
+        retired.token.clone(),
+        "wrong_kind",
+    );
+    unseal_retired.operation = "unseal".into();
+    unseal_retired.tool = String::new();
+    bad.push(unseal_retired);
+    bad.push(rule(
+        "step 7: unknown key 5",
+        pad(&[0x11, 0x05], 16),
+        "unknown_key",
+    ));
+    bad.push(rule(
+        "step 7 order: retired key 3 (xchacha) named by an hmac header",
+        pad(&[0x11, 0x03], 16),
+        "retired_key",
+    ));
+
+    // §8 steps 0 and 1.
+    let mut no_tool = rule("step 0: empty tool", hmac.token.clone(), "invalid_argument");
+    no_tool.tool = String::new();
+    bad.push(no_tool);
+    let mut long_tool = rule(
+        "step 0: tool of 257 bytes",
+        hmac.token.clone(),
+        "invalid_argument",
+    );
+    long_tool.tool = "t".repeat(257);
+    bad.push(long_tool);
+    let mut long_context = rule(
+        "step 0: context of 65537 bytes",
+        hmac.token.clone(),
+        "invalid_argument",
+    );
+    long_context.context = hex::encode(vec![0u8; 65_537]);
+    bad.push(long_context);
+    let mut before_size = rule(
+        "step 0 before 1: empty tool and 8193 characters",
+        "A".repeat(Policy::DEFAULT_MAX_TOKEN_LEN + 1),
+        "invalid_argument",
+    );
+    before_size.tool = String::new();
+    bad.push(before_size);
+    let mut long_aad = invalid(
+        hmac,
+        "step 0: unseal with an aad of 65537 bytes",
+        sealed[0].token.clone(),
+        "invalid_argument",
+    );
+    long_aad.operation = "unseal".into();
+    long_aad.tool = String::new();
+    long_aad.context = hex::encode(vec![0u8; 65_537]);
+    bad.push(long_aad);
+    bad.push(rule(
+        "step 1: exactly max_token_len characters are decoded",
+        "A".repeat(Policy::DEFAULT_MAX_TOKEN_LEN),
+        "unsupported_version",
+    ));
+    bad.push(rule(
+        "step 1 before 2: 8193 characters outside the alphabet",
+        "!".repeat(Policy::DEFAULT_MAX_TOKEN_LEN + 1),
+        "too_large",
+    ));
+    let mut one_over = rule(
+        "step 1: max_token_len + 1 characters (policy 75, token 76)",
+        hmac.token.clone(),
+        "too_large",
+    );
+    one_over.policy = Some(VectorPolicy {
+        max_token_len: 75,
+        ..default_vector_policy()
+    });
+    bad.push(one_over);
+
+    // §8 steps 10-14 on genuine tokens.
+    let leeway = Policy::DEFAULT_CLOCK_LEEWAY;
+    let mut early_step = rule(
+        "step 11 before 13: not yet valid and wrong step",
+        hmac.token.clone(),
+        "not_yet_valid",
+    );
+    early_step.now = hmac.issued_at - leeway - 1;
+    early_step.expected_step = Some("amount".into());
+    bad.push(early_step);
+    let mut late_step = rule(
+        "step 12 before 13: expired and wrong step",
+        hmac.token.clone(),
+        "expired",
+    );
+    late_step.now = hmac.expires_at + leeway;
+    late_step.expected_step = Some("amount".into());
+    bad.push(late_step);
+    let end = valid
+        .iter()
+        .find(|v| v.now == u64::MAX - 1)
+        .expect("end-of-clock vector");
+    let mut saturated = invalid(
+        end,
+        "step 12: now = 2^64 - 1 >= expires_at + leeway saturated to 2^64 - 1",
+        end.token.clone(),
+        "expired",
+    );
+    saturated.now = u64::MAX;
+    bad.push(saturated);
+    for (name, expected) in [
+        ("step 13: empty expected step", ""),
+        ("step 13: expected step differs in case", "Confirm"),
+        ("step 13: expected step with a trailing space", "confirm "),
+    ] {
+        let mut v = rule(name, hmac.token.clone(), "wrong_step");
+        v.expected_step = Some(expected.into());
+        bad.push(v);
+    }
+    let mut not_uint = rule(
+        "step 14: state is a map, the caller wants an unsigned integer",
+        hmac.token.clone(),
+        "state_decoding",
+    );
+    not_uint.decode_as = Some("uint".into());
+    bad.push(not_uint);
+    let mut step_first = rule(
+        "step 13 before 14: wrong step and a state that does not decode",
+        hmac.token.clone(),
+        "wrong_step",
+    );
+    step_first.decode_as = Some("uint".into());
+    step_first.expected_step = Some("amount".into());
+    bad.push(step_first);
+
+    // Key holder's bodies with their expected reasons (steps 9-13).
+    let st = hex::decode(&hmac.state_cbor).expect("hex");
+    let deep = |open: &[u8], close: &[u8], n: usize| {
+        let mut b = open.repeat(n);
+        b.push(0x00);
+        b.extend(close.repeat(n));
+        b
+    };
+    let m = "malformed";
+    let reasoned: Vec<(&str, Vec<u8>, &str)> = vec![
         (
-            "user-42",
-            "counter-server",
-            "tools/call",
-            r#"{"current": 10}"#,
+            "claims map of 3 entries",
+            {
+                let mut b = claims_body(NOW, 600, "confirm", &[]);
+                b[0] = 0xa3;
+                b.pop();
+                b
+            },
+            m,
         ),
         (
-            "user-42",
-            "counter-server",
-            "tools/call",
-            r#"{ "b": [1, 2, {"z": null, "a": true}], "a": "x\"y\n", "é": -7 }"#,
+            "claims map of 5 entries",
+            {
+                let mut b = claims_body(NOW, 600, "confirm", &st);
+                b[0] = 0xa5;
+                b.extend([0x05, 0xf6]);
+                b
+            },
+            m,
         ),
-        ("", "", "prompts/get", "{}"),
         (
-            "alice@example.com",
-            "https://mcp.example.com",
-            "resources/read",
-            r#"{"uri":"file:///tmp/a b","n":1.5}"#,
+            "indefinite-length claims map",
+            {
+                let mut b = claims_body(NOW, 600, "confirm", &st);
+                b[0] = 0xbf;
+                b.push(0xff);
+                b
+            },
+            m,
         ),
-    ]
-    .into_iter()
-    .map(|(principal, audience, method, arguments_json)| {
-        let value: serde_json::Value = serde_json::from_str(arguments_json).expect("json");
-        CallContextVector {
-            principal: principal.into(),
-            audience: audience.into(),
-            method: method.into(),
-            arguments_json: arguments_json.into(),
-            canonical_json: reqstate::canonical_json(&value),
-            context: hex::encode(
-                reqstate::call_context(principal, audience, method, arguments_json)
-                    .expect("context"),
-            ),
+        (
+            "claims key 1 not in shortest form",
+            {
+                let b = claims_body(NOW, 600, "confirm", &st);
+                [&[0xa4, 0x18, 0x01][..], &b[2..]].concat()
+            },
+            m,
+        ),
+        (
+            "lifetime not in shortest form",
+            {
+                let mut b = vec![0xa4, 0x01];
+                b.extend(cbor_head(0, NOW));
+                b.extend([0x02, 0x1a, 0, 0, 0x02, 0x58, 0x03, 0x67]);
+                b.extend(b"confirm");
+                b.push(0x04);
+                b.extend(&st);
+                b
+            },
+            m,
+        ),
+        (
+            "step length not in shortest form",
+            {
+                let mut b = vec![0xa4, 0x01];
+                b.extend(cbor_head(0, NOW));
+                b.extend([0x02, 0x19, 0x02, 0x58, 0x03, 0x78, 0x07]);
+                b.extend(b"confirm");
+                b.push(0x04);
+                b.extend(&st);
+                b
+            },
+            m,
+        ),
+        (
+            "indefinite-length step",
+            {
+                let mut b = vec![0xa4, 0x01];
+                b.extend(cbor_head(0, NOW));
+                b.extend([0x02, 0x19, 0x02, 0x58, 0x03, 0x7f, 0x67]);
+                b.extend(b"confirm");
+                b.extend([0xff, 0x04]);
+                b.extend(&st);
+                b
+            },
+            m,
+        ),
+        (
+            "step as a byte string",
+            {
+                let mut b = claims_body(NOW, 600, "confirm", &st);
+                let at = b.iter().position(|&x| x == 0x67).expect("step head");
+                b[at] = 0x47;
+                b
+            },
+            m,
+        ),
+        (
+            "negative issued_at",
+            {
+                let mut b = claims_body(NOW, 600, "confirm", &st);
+                b[2] = 0x3a;
+                b
+            },
+            m,
+        ),
+        (
+            "state nested 17 levels through maps",
+            claims_body(NOW, 600, "s", &deep(&[0xa1, 0x00], &[], 17)),
+            m,
+        ),
+        (
+            "state nested 17 levels through tags",
+            claims_body(NOW, 600, "s", &deep(&[0xc6], &[], 17)),
+            m,
+        ),
+        (
+            "state nested 17 levels through indefinite arrays",
+            claims_body(NOW, 600, "s", &deep(&[0x9f], &[0xff], 17)),
+            m,
+        ),
+        (
+            "state nested 17 levels, a tag inside 16 arrays",
+            claims_body(NOW, 600, "s", &[vec![0x81; 16], vec![0xc6, 0x00]].concat()),
+            m,
+        ),
+        (
+            "state: reserved additional information 28",
+            claims_body(NOW, 600, "s", &[0x1c]),
+            m,
+        ),
+        (
+            "state: reserved additional information 29",
+            claims_body(NOW, 600, "s", &[0x5d]),
+            m,
+        ),
+        (
+            "state: reserved additional information 30",
+            claims_body(NOW, 600, "s", &[0xfe]),
+            m,
+        ),
+        ("state: stray break", claims_body(NOW, 600, "s", &[0xff]), m),
+        (
+            "state: break inside a definite array",
+            claims_body(NOW, 600, "s", &[0x82, 0x01, 0xff]),
+            m,
+        ),
+        (
+            "state: indefinite text with a byte-string chunk",
+            claims_body(NOW, 600, "s", &[0x7f, 0x41, 0x61, 0xff]),
+            m,
+        ),
+        (
+            "state: indefinite text with an indefinite chunk",
+            claims_body(NOW, 600, "s", &[0x7f, 0x7f, 0xff, 0xff]),
+            m,
+        ),
+        (
+            "state: indefinite byte string with an integer chunk",
+            claims_body(NOW, 600, "s", &[0x5f, 0x01, 0xff]),
+            m,
+        ),
+        (
+            "state: indefinite unsigned integer",
+            claims_body(NOW, 600, "s", &[0x1f]),
+            m,
+        ),
+        (
+            "state: indefinite negative integer",
+            claims_body(NOW, 600, "s", &[0x3f]),
+            m,
+        ),
+        (
+            "state: indefinite tag",
+            claims_body(NOW, 600, "s", &[0xdf, 0x00]),
+            m,
+        ),
+        (
+            "state: indefinite map, key without value",
+            claims_body(NOW, 600, "s", &[0xbf, 0x01, 0xff]),
+            m,
+        ),
+        (
+            "state: definite map, key without value",
+            claims_body(NOW, 600, "s", &[0xa1, 0x01]),
+            m,
+        ),
+        (
+            "state: truncated 8-byte argument",
+            claims_body(NOW, 600, "s", &[0x1b, 0x00, 0x00]),
+            m,
+        ),
+        (
+            "state: map key not UTF-8",
+            claims_body(NOW, 600, "s", &[0xa1, 0x62, 0xc3, 0x28, 0x00]),
+            m,
+        ),
+        (
+            "state: text chunk not UTF-8",
+            claims_body(NOW, 600, "s", &[0x7f, 0x62, 0xc3, 0x28, 0xff]),
+            m,
+        ),
+        (
+            "state: character split across text chunks",
+            claims_body(NOW, 600, "s", &[0x7f, 0x61, 0xc3, 0x61, 0xa9, 0xff]),
+            m,
+        ),
+        (
+            "state: two-byte simple value 0",
+            claims_body(NOW, 600, "s", &[0xf8, 0x00]),
+            m,
+        ),
+        (
+            "state: two-byte simple value 20 (false)",
+            claims_body(NOW, 600, "s", &[0xf8, 0x14]),
+            m,
+        ),
+        (
+            "state: two-byte simple value 31",
+            claims_body(NOW, 600, "s", &[0xf8, 0x1f]),
+            m,
+        ),
+        // Well-formed, so it passes step 9 and reaches the caller's decoder.
+        (
+            "step 14: two-byte simple value 32 is well-formed, not an unsigned integer",
+            claims_body(NOW, 600, "s", &[0xf8, 0x20]),
+            "state_decoding",
+        ),
+        (
+            "lifetime over the maximum",
+            claims_body(NOW, Policy::DEFAULT_MAX_LIFETIME + 1, "s", &[0xf6]),
+            "lifetime_too_long",
+        ),
+        (
+            "step 10 before 11: lifetime over the maximum, issued in the future",
+            claims_body(NOW + 1000, Policy::DEFAULT_MAX_LIFETIME + 1, "s", &[0xf6]),
+            "lifetime_too_long",
+        ),
+        (
+            "step 10 before 11: lifetime zero, issued in the future",
+            claims_body(NOW + 1000, 0, "s", &[0xf6]),
+            m,
+        ),
+        (
+            "issued_at = now + leeway + 1",
+            claims_body(NOW + leeway + 1, 600, "s", &[0xf6]),
+            "not_yet_valid",
+        ),
+        (
+            "expires_at + leeway = now",
+            claims_body(NOW - 600 - leeway, 600, "s", &[0xf6]),
+            "expired",
+        ),
+        (
+            "step 13: NFD expected for an NFC step",
+            claims_body(NOW, 600, "café", &[0xf6]),
+            "wrong_step",
+        ),
+    ];
+    for (key_id, alg) in [(1u32, "hmac"), (2, "xchacha")] {
+        let base = if key_id == 1 { hmac } else { xchacha };
+        for (name, body, reason) in &reasoned {
+            let token = forge(
+                &keys,
+                key_id,
+                body,
+                base.tool.as_bytes(),
+                REFERENCE_CONTEXT,
+                &random_for(&keys, key_id, 7),
+            );
+            let mut v = invalid(
+                base,
+                &format!("{alg}: key holder's body: {name}"),
+                token,
+                reason,
+            );
+            if name.starts_with("step 13") {
+                v.expected_step = Some("cafe\u{301}".into());
+            }
+            if name.starts_with("step 14") {
+                v.decode_as = Some("uint".into());
+            }
+            bad.push(v);
         }
-    })
-    .collect();
+    }
+
+    // Accepted sides of the same rules.
+    let mut accepted = Vec::new();
+    let accept_token =
+        |name: &str, token: &str, now: u64, step: &str, iat: u64, exp: u64, state: &[u8]| {
+            AcceptedVector {
+                name: name.into(),
+                operation: "verify".into(),
+                token: token.into(),
+                tool: hmac.tool.clone(),
+                context: hex::encode(REFERENCE_CONTEXT),
+                expected_step: None,
+                now,
+                policy: None,
+                decode_as: None,
+                issued_at: Some(iat),
+                expires_at: Some(exp),
+                step: Some(step.into()),
+                state_cbor: Some(hex::encode(state)),
+                payload: None,
+            }
+        };
+    accepted.push(accept_token(
+        "step 11: issued_at = now + leeway",
+        &hmac.token,
+        hmac.issued_at - leeway,
+        &hmac.step,
+        hmac.issued_at,
+        hmac.expires_at,
+        &st,
+    ));
+    accepted.push(accept_token(
+        "step 12: now = expires_at + leeway - 1",
+        &hmac.token,
+        hmac.expires_at + leeway - 1,
+        &hmac.step,
+        hmac.issued_at,
+        hmac.expires_at,
+        &st,
+    ));
+    accepted.push(AcceptedVector {
+        policy: Some(VectorPolicy {
+            clock_leeway: 600,
+            ..default_vector_policy()
+        }),
+        ..accept_token(
+            "step 12: policy leeway 600, now = expires_at + 599",
+            &hmac.token,
+            hmac.expires_at + 599,
+            &hmac.step,
+            hmac.issued_at,
+            hmac.expires_at,
+            &st,
+        )
+    });
+    let accepted_bodies: Vec<(&str, &str, u64, Vec<u8>)> = vec![
+        (
+            "state nested 16 levels through arrays",
+            "s",
+            600,
+            deep(&[0x81], &[], 16),
+        ),
+        (
+            "state nested 16 levels through maps",
+            "s",
+            600,
+            deep(&[0xa1, 0x00], &[], 16),
+        ),
+        (
+            "state nested 16 levels through tags",
+            "s",
+            600,
+            deep(&[0xc6], &[], 16),
+        ),
+        (
+            "state nested 16 levels through indefinite arrays and maps",
+            "s",
+            600,
+            {
+                let mut b = [0x9f, 0xbf, 0x00].repeat(8);
+                b.push(0x00);
+                b.extend([0xff, 0xff].repeat(8));
+                b
+            },
+        ),
+        (
+            "state: indefinite strings with valid chunks",
+            "s",
+            600,
+            vec![
+                0x82, 0x7f, 0x61, 0x61, 0x62, 0xc3, 0xa9, 0x60, 0xff, 0x5f, 0x41, 0x00, 0x40, 0xff,
+            ],
+        ),
+        ("state: empty indefinite text", "s", 600, vec![0x7f, 0xff]),
+        (
+            "state: duplicate map keys are not refused",
+            "s",
+            600,
+            vec![0xa2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02],
+        ),
+        (
+            "state: map keys unsorted, integers and lengths not shortest (the serializer's bytes)",
+            "s",
+            600,
+            vec![
+                0xa2, 0x61, 0x62, 0x18, 0x01, 0x78, 0x01, 0x61, 0x19, 0x00, 0x02,
+            ],
+        ),
+        (
+            "state: half, single and double floats",
+            "s",
+            600,
+            vec![
+                0x83, 0xf9, 0x3c, 0x00, 0xfa, 0x3f, 0xc0, 0x00, 0x00, 0xfb, 0x40, 0x09, 0x21, 0xfb,
+                0x54, 0x44, 0x2d, 0x18,
+            ],
+        ),
+        ("step of 256 bytes", "", 600, vec![0xf6]),
+        (
+            "lifetime = max_lifetime",
+            "s",
+            Policy::DEFAULT_MAX_LIFETIME,
+            vec![0xf6],
+        ),
+    ];
+    let step256 = "x".repeat(256);
+    for (key_id, alg) in [(1u32, "hmac"), (2, "xchacha")] {
+        for (name, step, lifetime, state) in &accepted_bodies {
+            let step = if step.is_empty() {
+                step256.as_str()
+            } else {
+                step
+            };
+            let body = claims_body(NOW, *lifetime, step, state);
+            let token = forge(
+                &keys,
+                key_id,
+                &body,
+                hmac.tool.as_bytes(),
+                REFERENCE_CONTEXT,
+                &random_for(&keys, key_id, 7),
+            );
+            accepted.push(accept_token(
+                &format!("{alg}: key holder's body: {name}"),
+                &token,
+                NOW,
+                step,
+                NOW,
+                NOW + lifetime,
+                state,
+            ));
+        }
+    }
+    let uint_token = forge(
+        &keys,
+        1,
+        &claims_body(NOW, 600, "s", &[0x05]),
+        hmac.tool.as_bytes(),
+        REFERENCE_CONTEXT,
+        &[],
+    );
+    accepted.push(AcceptedVector {
+        decode_as: Some("uint".into()),
+        ..accept_token(
+            "step 14: the caller wants an unsigned integer and gets 5",
+            &uint_token,
+            NOW,
+            "s",
+            NOW,
+            NOW + 600,
+            &[0x05],
+        )
+    });
+    let nfc_token = forge(
+        &keys,
+        1,
+        &claims_body(NOW, 600, "café", &[0xf6]),
+        hmac.tool.as_bytes(),
+        REFERENCE_CONTEXT,
+        &[],
+    );
+    accepted.push(AcceptedVector {
+        expected_step: Some("café".into()),
+        ..accept_token(
+            "step 13: the expected step, byte for byte",
+            &nfc_token,
+            NOW,
+            "café",
+            NOW,
+            NOW + 600,
+            &[0xf6],
+        )
+    });
+    for s in &sealed {
+        accepted.push(AcceptedVector {
+            name: format!("unseal: {}", s.name),
+            operation: "unseal".into(),
+            token: s.token.clone(),
+            tool: String::new(),
+            context: s.aad.clone(),
+            expected_step: None,
+            now: s.now,
+            policy: None,
+            decode_as: None,
+            issued_at: None,
+            expires_at: None,
+            step: None,
+            state_cbor: None,
+            payload: Some(s.payload.clone()),
+        });
+    }
+
+    // Refused mints, in the order of FORMAT.md §8's minting list.
+    let mint_base = MintInvalidVector {
+        name: String::new(),
+        operation: "mint".into(),
+        key_id: 1,
+        tool: hmac.tool.clone(),
+        step: hmac.step.clone(),
+        state_cbor: hmac.state_cbor.clone(),
+        payload: String::new(),
+        ttl: 600,
+        context: hex::encode(REFERENCE_CONTEXT),
+        now: NOW,
+        random: String::new(),
+        policy: None,
+        expect_fail: String::new(),
+    };
+    let small = Some(VectorPolicy {
+        max_token_len: 64,
+        ..default_vector_policy()
+    });
+    let deep17 = |open: &[u8]| hex::encode(deep(open, &[], 17));
+    let mk = |name: &str, expect: &str, f: &dyn Fn(&mut MintInvalidVector)| {
+        let mut v = mint_base.clone();
+        v.name = name.into();
+        v.expect_fail = expect.into();
+        f(&mut v);
+        v
+    };
+    let ia = "invalid_argument";
+    let mint_invalid = vec![
+        mk("mint refusal 1: empty tool", ia, &|v| {
+            v.tool = String::new()
+        }),
+        mk("mint refusal 1: tool of 257 bytes", ia, &|v| {
+            v.tool = "t".repeat(257)
+        }),
+        mk("mint refusal 1: empty step", ia, &|v| {
+            v.step = String::new()
+        }),
+        mk("mint refusal 1: step of 257 bytes", ia, &|v| {
+            v.step = "s".repeat(257)
+        }),
+        mk("mint refusal 1: context of 65537 bytes", ia, &|v| {
+            v.context = hex::encode(vec![0u8; 65_537])
+        }),
+        mk("mint refusal 1: ttl 0", ia, &|v| v.ttl = 0),
+        mk(
+            "mint refusal 1 before 2: empty tool, ttl over max_lifetime",
+            ia,
+            &|v| {
+                v.tool = String::new();
+                v.ttl = Policy::DEFAULT_MAX_LIFETIME + 1;
+            },
+        ),
+        mk(
+            "mint refusal 2: ttl = max_lifetime + 1",
+            "lifetime_too_long",
+            &|v| v.ttl = Policy::DEFAULT_MAX_LIFETIME + 1,
+        ),
+        mk(
+            "mint refusal 2 before 3: ttl over max_lifetime, now + ttl overflows",
+            "lifetime_too_long",
+            &|v| {
+                v.ttl = Policy::DEFAULT_MAX_LIFETIME + 1;
+                v.now = u64::MAX;
+            },
+        ),
+        mk("mint refusal 3: now = 2^64 - 1, ttl 1", ia, &|v| {
+            v.ttl = 1;
+            v.now = u64::MAX;
+        }),
+        mk("mint refusal 3: now + ttl = 2^64 exactly", ia, &|v| {
+            v.now = u64::MAX - 599
+        }),
+        mk(
+            "mint refusal 3 before 4: now + ttl overflows, state nested 17 levels",
+            ia,
+            &|v| {
+                v.now = u64::MAX;
+                v.state_cbor = deep17(&[0x81]);
+            },
+        ),
+        mk(
+            "mint refusal 4: state nested 17 levels through arrays",
+            "state_encoding",
+            &|v| v.state_cbor = deep17(&[0x81]),
+        ),
+        mk(
+            "mint refusal 4: state nested 17 levels through maps",
+            "state_encoding",
+            &|v| v.state_cbor = deep17(&[0xa1, 0x00]),
+        ),
+        mk(
+            "mint refusal 4: state nested 17 levels through tags",
+            "state_encoding",
+            &|v| v.state_cbor = deep17(&[0xc6]),
+        ),
+        mk(
+            "mint refusal 4 before 6: state nested 17 levels, max_token_len 64",
+            "state_encoding",
+            &|v| {
+                v.state_cbor = deep17(&[0x81]);
+                v.policy = small;
+            },
+        ),
+        mk(
+            "mint refusal 5: xchacha, the random source fails",
+            "randomness_unavailable",
+            &|v| v.key_id = 2,
+        ),
+        mk(
+            "mint refusal 5 before 6: xchacha, the random source fails, max_token_len 64",
+            "randomness_unavailable",
+            &|v| {
+                v.key_id = 2;
+                v.policy = small;
+            },
+        ),
+        mk(
+            "mint refusal 6: max_token_len + 1 characters (policy 75, token 76)",
+            "too_large",
+            &|v| {
+                v.policy = Some(VectorPolicy {
+                    max_token_len: 75,
+                    ..default_vector_policy()
+                })
+            },
+        ),
+        mk("seal: aad of 65537 bytes", ia, &|v| {
+            v.operation = "seal".into();
+            v.context = hex::encode(vec![0u8; 65_537]);
+        }),
+        mk(
+            "seal: xchacha, the random source fails",
+            "randomness_unavailable",
+            &|v| {
+                v.operation = "seal".into();
+                v.key_id = 2;
+            },
+        ),
+        mk(
+            "seal: 100-byte payload, max_token_len 64",
+            "too_large",
+            &|v| {
+                v.operation = "seal".into();
+                v.payload = hex::encode([7u8; 100]);
+                v.policy = small;
+            },
+        ),
+    ];
+
+    let entry = |id: u32, algorithm: &str, status: &str, len: usize| KeyringEntry {
+        id,
+        algorithm: algorithm.into(),
+        status: status.into(),
+        secret: base64_standard(&vec![0x42u8; len]),
+    };
+    let (h, x) = ("hmac-sha256", "xchacha20-poly1305");
+    let keyring = |name: &str, keys: Vec<KeyringEntry>, fail: Option<&str>| KeyringVector {
+        name: name.into(),
+        keys,
+        expect_fail: fail.map(Into::into),
+    };
+    let ik = Some("invalid_keyring");
+    let keyrings = vec![
+        keyring(
+            "secrets of 32 and 1024 bytes, ids 0 and 2^32 - 1",
+            vec![
+                entry(0, h, "primary", 32),
+                entry(u32::MAX, x, "retired", 1024),
+            ],
+            None,
+        ),
+        keyring(
+            "one secret under both algorithms",
+            vec![entry(1, h, "primary", 32), entry(2, x, "active", 32)],
+            None,
+        ),
+        keyring(
+            "duplicate key id",
+            vec![entry(1, h, "active", 32), entry(1, x, "primary", 32)],
+            ik,
+        ),
+        keyring("secret of 31 bytes", vec![entry(1, h, "primary", 31)], ik),
+        keyring(
+            "secret of 1025 bytes",
+            vec![entry(1, x, "primary", 1025)],
+            ik,
+        ),
+        keyring(
+            "no primary key",
+            vec![entry(1, h, "active", 32), entry(2, h, "retired", 32)],
+            ik,
+        ),
+        keyring(
+            "two primary keys",
+            vec![entry(1, h, "primary", 32), entry(2, x, "primary", 32)],
+            ik,
+        ),
+        keyring("no key at all", vec![], ik),
+    ];
 
     VectorFile {
-        description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token verifies under the \
-                      keyring `keys` with the statuses given and the default `policy`; each valid and sealed \
-                      token was minted under its key_id as the only, primary key, at `now`, with `random` as \
-                      the random bytes drawn; an XChaCha20-Poly1305 token's `nonce` is then \
-                      HMAC-SHA256(nonce_key, random ‖ A ‖ body)[0..24] (FORMAT.md section 4.2). Encodings: \
-                      `secret` is standard base64 with padding; `derived_key`, `nonce_key`, `random`, \
-                      `nonce`, `state_cbor`, `payload`, `aad` and `context` are hex; tokens are base64url \
-                      without padding. Invalid vectors whose name starts with \"key holder's body\" carry a \
-                      genuine tag over a body the format forbids. `call_context` pins FORMAT.md section 7."
+        description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token is verified \
+                      under the keyring `keys` with the statuses given, at the vector's `now` (unix seconds), \
+                      and under the file's `policy` unless the vector carries its own `policy`. `valid` and \
+                      `sealed` tokens were minted under their key_id as the only, primary key, at `now`, with \
+                      `random` as the random bytes drawn; an XChaCha20-Poly1305 token's `nonce` is then \
+                      HMAC-SHA256(nonce_key, random ‖ A ‖ body)[0..24] (FORMAT.md section 4.2). `accepted` \
+                      tokens verify (operation \"verify\", with `tool`, `context` and, if set, \
+                      `expected_step`) or unseal (operation \"unseal\", `context` is the aad, `tool` is \
+                      empty) to the claims or payload given; `invalid` ones fail with `expect_fail`, the \
+                      first failing step of FORMAT.md section 8. `decode_as` names the caller's type for the \
+                      state (step 14): absent, the state is not decoded; \"uint\", an unsigned integer \
+                      (major type 0). `mint_invalid` are mints (or seals: `payload`, `context` as aad) under \
+                      key_id as the only, primary key that must be refused with `expect_fail`; the random \
+                      source hands out `random` and fails when asked for 24 bytes it does not have. \
+                      `keyrings` are keyrings to load (FORMAT.md section 1): accepted, or refused with \
+                      `expect_fail`. Names starting with \"§N\", \"step N\" or \"mint refusal N\" pin \
+                      that rule; names containing \"key holder's body\" carry a genuine tag over a body only \
+                      a key holder could make. Encodings: `secret` is standard base64 with padding; \
+                      `derived_key`, `nonce_key`, `random`, `nonce`, `state_cbor`, `payload`, `aad` and \
+                      `context` are hex; tokens are base64url without padding."
             .into(),
         format_version: reqstate::VERSION,
         policy: VectorPolicy {
@@ -749,9 +1959,51 @@ fn generate() -> VectorFile {
         keys,
         valid,
         sealed,
+        accepted,
         invalid: bad,
-        call_context,
+        mint_invalid,
+        keyrings,
     }
+}
+
+/// The LEB128 encoding of a key id (FORMAT.md §3).
+fn leb128(mut v: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// A CBOR head (major type and argument), shortest form.
+fn cbor_head(major: u8, v: u64) -> Vec<u8> {
+    let m = major << 5;
+    match v {
+        0..=23 => vec![m | v as u8],
+        24..=0xff => vec![m | 24, v as u8],
+        0x100..=0xffff => [vec![m | 25], (v as u16).to_be_bytes().to_vec()].concat(),
+        0x1_0000..=0xffff_ffff => [vec![m | 26], (v as u32).to_be_bytes().to_vec()].concat(),
+        _ => [vec![m | 27], v.to_be_bytes().to_vec()].concat(),
+    }
+}
+
+/// A claims envelope (FORMAT.md §5) around raw state bytes.
+fn claims_body(issued_at: u64, lifetime: u64, step: &str, state: &[u8]) -> Vec<u8> {
+    let mut b = vec![0xa4, 0x01];
+    b.extend(cbor_head(0, issued_at));
+    b.push(0x02);
+    b.extend(cbor_head(0, lifetime));
+    b.push(0x03);
+    b.extend(cbor_head(3, step.len() as u64));
+    b.extend_from_slice(step.as_bytes());
+    b.push(0x04);
+    b.extend_from_slice(state);
+    b
 }
 
 /// Replaces a token's key id bytes (keeping the header and the rest).
@@ -786,8 +2038,7 @@ fn forge(
             2
         };
     let mut prefix = vec![header];
-    assert!(key_id < 128);
-    prefix.push(key_id as u8);
+    prefix.extend_from_slice(&leb128(key_id));
     let mut ad = prefix.clone();
     ad.extend_from_slice(&(tool.len() as u32).to_be_bytes());
     ad.extend_from_slice(tool);
@@ -873,7 +2124,7 @@ fn valid_vectors_mint_to_the_same_bytes() {
     let file = load();
     for v in &file.valid {
         let random = hex::decode(&v.random).expect("hex");
-        let codec = minting_codec(&file.keys, v.key_id, v.now, &random, Policy::new());
+        let codec = minting_codec(&file.keys, v.key_id, v.now, &random, policy_of(v.policy));
         let state: ciborium::Value =
             ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..]).expect("cbor");
         let context = hex::decode(&v.context).expect("hex");
@@ -906,7 +2157,7 @@ fn valid_vectors_mint_to_the_same_bytes() {
 fn valid_vectors_verify_to_their_claims() {
     let file = load();
     for v in &file.valid {
-        let codec = verifying_codec(&file.keys, v.now);
+        let codec = verifying_codec_with(&file.keys, v.now, v.policy);
         let context = hex::decode(&v.context).expect("hex");
         let got = codec
             .verify_step::<ciborium::Value>(&v.token, &v.tool, &v.step, &context)
@@ -932,18 +2183,184 @@ fn valid_vectors_verify_to_their_claims() {
     }
 }
 
+/// Verifies (or unseals) as a vector says: returns the claims' times and step,
+/// or the payload for unseal.
+#[allow(clippy::too_many_arguments)]
+fn run_verify(
+    file: &VectorFile,
+    operation: &str,
+    token: &str,
+    tool: &str,
+    context: &str,
+    expected_step: Option<&str>,
+    now: u64,
+    policy: Option<VectorPolicy>,
+    decode_as: Option<&str>,
+) -> Result<(u64, u64, String, Vec<u8>), Error> {
+    let codec = verifying_codec_with(&file.keys, now, policy);
+    let context = hex::decode(context).expect("hex");
+    fn go<T: serde::de::DeserializeOwned>(
+        codec: &Codec,
+        token: &str,
+        tool: &str,
+        step: Option<&str>,
+        context: &[u8],
+    ) -> Result<(u64, u64, String, Vec<u8>), Error> {
+        let v = match step {
+            Some(step) => codec.verify_step::<T>(token, tool, step, context)?,
+            None => codec.verify::<T>(token, tool, context)?,
+        };
+        Ok((v.issued_at, v.expires_at, v.step, Vec::new()))
+    }
+    match (operation, decode_as) {
+        ("unseal", _) => codec
+            .unseal(token, &context)
+            .map(|p| (0, 0, String::new(), p)),
+        // Not decoded: any well-formed state passes step 14.
+        ("verify", None) => {
+            go::<serde::de::IgnoredAny>(&codec, token, tool, expected_step, &context)
+        }
+        ("verify", Some("uint")) => go::<u64>(&codec, token, tool, expected_step, &context),
+        (other, d) => panic!("unknown operation {other} or decode_as {d:?}"),
+    }
+}
+
 fn run_invalid(file: &VectorFile, v: &InvalidVector) -> Result<(), Error> {
-    let codec = verifying_codec(&file.keys, v.now);
-    let context = hex::decode(&v.context).expect("hex");
-    match (v.operation.as_str(), &v.expected_step) {
-        ("unseal", _) => codec.unseal(&v.token, &context).map(drop),
-        ("verify", Some(step)) => codec
-            .verify_step::<ciborium::Value>(&v.token, &v.tool, step, &context)
-            .map(drop),
-        ("verify", None) => codec
-            .verify::<ciborium::Value>(&v.token, &v.tool, &context)
-            .map(drop),
-        (other, _) => panic!("unknown operation {other}"),
+    run_verify(
+        file,
+        &v.operation,
+        &v.token,
+        &v.tool,
+        &v.context,
+        v.expected_step.as_deref(),
+        v.now,
+        v.policy,
+        v.decode_as.as_deref(),
+    )
+    .map(drop)
+}
+
+#[test]
+fn accepted_vectors_verify() {
+    let file = load();
+    assert!(file.accepted.len() >= 30, "the accepted set shrank");
+    for v in &file.accepted {
+        let got = run_verify(
+            &file,
+            &v.operation,
+            &v.token,
+            &v.tool,
+            &v.context,
+            v.expected_step.as_deref(),
+            v.now,
+            v.policy,
+            v.decode_as.as_deref(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", v.name));
+        if v.operation == "unseal" {
+            assert_eq!(Some(hex::encode(&got.3)), v.payload, "{}", v.name);
+        } else {
+            assert_eq!(
+                (Some(got.0), Some(got.1), Some(got.2)),
+                (v.issued_at, v.expires_at, v.step.clone()),
+                "{}",
+                v.name
+            );
+        }
+    }
+}
+
+#[test]
+fn mint_invalid_vectors_are_refused_with_their_reason() {
+    let file = load();
+    assert!(file.mint_invalid.len() >= 20, "the mint_invalid set shrank");
+    for v in &file.mint_invalid {
+        let random = hex::decode(&v.random).expect("hex");
+        let codec = minting_codec(&file.keys, v.key_id, v.now, &random, policy_of(v.policy));
+        let context = hex::decode(&v.context).expect("hex");
+        let got = match v.operation.as_str() {
+            "mint" => {
+                let state: ciborium::Value =
+                    ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..])
+                        .expect("cbor");
+                codec.mint(
+                    &v.tool,
+                    &v.step,
+                    &state,
+                    Duration::from_secs(v.ttl),
+                    &context,
+                )
+            }
+            "seal" => codec.seal(&hex::decode(&v.payload).expect("hex"), &context),
+            other => panic!("unknown operation {other}"),
+        };
+        match got {
+            Ok(t) => panic!("{}: minted {t}", v.name),
+            Err(e) => assert_eq!(e.reason(), v.expect_fail, "{}: {e}", v.name),
+        }
+    }
+}
+
+#[test]
+fn keyring_vectors_load_or_fail_with_their_reason() {
+    let file = load();
+    for v in &file.keyrings {
+        let specs = v.keys.iter().map(|k| KeySpec {
+            id: KeyId::new(k.id),
+            algorithm: Algorithm::from_name(&k.algorithm).expect("algorithm"),
+            status: KeyStatus::from_name(&k.status).expect("status"),
+            created_at: None,
+            secret: Secret::from_base64(&k.secret).expect("base64"),
+        });
+        match (Keyring::new(specs), &v.expect_fail) {
+            (Ok(_), None) => {}
+            (Err(e), Some(reason)) => assert_eq!(e.reason(), reason, "{}: {e}", v.name),
+            (got, want) => panic!("{}: got {:?}, want {want:?}", v.name, got.map(drop)),
+        }
+    }
+}
+
+#[test]
+fn every_error_name_of_the_spec_is_produced_by_a_vector() {
+    let file = load();
+    let mut seen: std::collections::BTreeSet<&str> = file
+        .invalid
+        .iter()
+        .map(|v| v.expect_fail.as_str())
+        .collect();
+    seen.extend(file.mint_invalid.iter().map(|v| v.expect_fail.as_str()));
+    seen.extend(
+        file.keyrings
+            .iter()
+            .filter_map(|v| v.expect_fail.as_deref()),
+    );
+    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/FORMAT.md"))
+        .expect("FORMAT.md");
+    for name in [
+        "invalid_argument",
+        "too_large",
+        "malformed",
+        "unsupported_version",
+        "unsupported_algorithm",
+        "wrong_kind",
+        "unknown_key",
+        "retired_key",
+        "algorithm_mismatch",
+        "authentication_failed",
+        "lifetime_too_long",
+        "not_yet_valid",
+        "expired",
+        "wrong_step",
+        "state_decoding",
+        "state_encoding",
+        "randomness_unavailable",
+        "invalid_keyring",
+    ] {
+        assert!(
+            spec.contains(&format!("`{name}`")),
+            "FORMAT.md does not name {name}"
+        );
+        assert!(seen.contains(name), "no vector produces {name}");
     }
 }
 
@@ -1007,20 +2424,6 @@ fn reference_claims_fit_the_size_targets() {
         "{}",
         size("xchacha reference claims")
     );
-}
-
-#[test]
-fn call_context_vectors_reproduce() {
-    let file = load();
-    assert!(file.call_context.len() >= 4);
-    for v in &file.call_context {
-        let value: serde_json::Value = serde_json::from_str(&v.arguments_json).expect("json");
-        assert_eq!(reqstate::canonical_json(&value), v.canonical_json);
-        let context =
-            reqstate::call_context(&v.principal, &v.audience, &v.method, &v.arguments_json)
-                .expect("context");
-        assert_eq!(hex::encode(context), v.context, "{}", v.arguments_json);
-    }
 }
 
 #[test]

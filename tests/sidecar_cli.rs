@@ -158,6 +158,7 @@ fn local_mint_verify_and_inspect_agree() -> TestResult {
     let token = minted["token"].as_str().ok_or("no token")?.to_string();
     assert_eq!(minted["key_id"], 7);
 
+    // `--step` is verify's deprecated alias of `--expected-step` (docs/CLI.md).
     let out = run_cli(&[
         "verify",
         "--keyring",
@@ -177,8 +178,24 @@ fn local_mint_verify_and_inspect_agree() -> TestResult {
     );
     let verified = stdout_json(&out)?;
     assert_eq!(verified["valid"], true);
-    assert_eq!(verified["state_json"], serde_json::json!({"n": 1}));
+    assert_eq!(verified["state"], serde_json::json!({"n": 1}));
+    assert_eq!(verified["state_cbor_hex"], "a1616e01");
     assert_eq!(verified["key_id"], 7);
+
+    let out = run_cli(&[
+        "verify",
+        "--keyring",
+        &keyring,
+        "--tool",
+        "counter",
+        "--step",
+        "pay",
+        "--context",
+        "user-42",
+        &token,
+    ])?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout_json(&out)?["reason"], "wrong_step");
 
     let out = run_cli(&[
         "verify",
@@ -206,6 +223,22 @@ fn local_mint_verify_and_inspect_agree() -> TestResult {
     assert_eq!(header["verified"], false);
     // Inspect never decrypts: the state is nowhere in its output.
     assert!(!String::from_utf8_lossy(&out.stdout).contains("\"n\""));
+
+    // `-` reads the token from standard input, for inspect as for verify.
+    let mut child = Command::new(BIN)
+        .args(["inspect", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        writeln!(stdin, "{token}")?;
+    }
+    let out = child.wait_with_output()?;
+    assert!(out.status.success());
+    assert_eq!(stdout_json(&out)?["key_id"], 7);
 
     let out = run_cli(&["inspect", "not a token"])?;
     assert_eq!(out.status.code(), Some(1));

@@ -2,7 +2,9 @@
 
 Written from docs/FORMAT.md and tests/vectors/v1.json alone (no Rust source was
 read), to check that the specification is enough to build a compatible
-verifier and minter. Run with:
+verifier and minter; every kind of vector in the file (valid, sealed,
+accepted, invalid, mint_invalid, keyrings) is run. tests/vectors/mutation/
+breaks its rules one at a time to check that the vectors pin them. Run with:
 
     python -m pytest -q tests/vectors/verify_v1.py
 
@@ -70,9 +72,9 @@ def hkdf_sha256(salt: bytes, ikm: bytes, info: bytes, length: int) -> bytes:
 
 def derive_working_key(secret: bytes, algorithm: str) -> bytes:
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}")
+        raise fail("invalid_keyring", f"unknown algorithm {algorithm!r}")
     if not 32 <= len(secret) <= 1024:
-        raise ValueError("secret must be 32 to 1024 bytes")
+        raise fail("invalid_keyring", "secret must be 32 to 1024 bytes")
     return hkdf_sha256(HKDF_SALT, secret, HKDF_INFO_PREFIX + algorithm.encode("ascii"), 32)
 
 
@@ -109,16 +111,16 @@ class Keyring:
         self.keys: dict[int, Key] = {}
         for kid, alg, status, secret in keys:
             if not 0 <= kid < 2**32:
-                raise ValueError("key id must be an unsigned 32-bit integer")
+                raise fail("invalid_keyring", "key id must be an unsigned 32-bit integer")
             if kid in self.keys:
-                raise ValueError("duplicate key id")
+                raise fail("invalid_keyring", "duplicate key id")
             if status not in ("primary", "active", "retired"):
-                raise ValueError(f"bad status {status!r}")
+                raise fail("invalid_keyring", f"bad status {status!r}")
             nonce_key = derive_nonce_key(secret) if alg == "xchacha20-poly1305" else b""
             self.keys[kid] = Key(kid, alg, status, derive_working_key(secret, alg), nonce_key)
         primaries = [k for k in self.keys.values() if k.status == "primary"]
         if len(primaries) != 1:
-            raise ValueError("a keyring holds exactly one primary key")
+            raise fail("invalid_keyring", "a keyring holds exactly one primary key")
         self.primary = primaries[0]
 
     def get(self, kid: int) -> Optional[Key]:
@@ -133,7 +135,19 @@ class Policy:
 
     def __post_init__(self):
         if not 0 <= self.clock_leeway <= 600:
-            raise ValueError("clock_leeway is at most 600 s")
+            raise fail("invalid_argument", "clock_leeway is at most 600 s")
+        if not 64 <= self.max_token_len <= 1048576:
+            raise fail("invalid_argument", "max_token_len is 64 to 1048576")
+        if not 1 <= self.max_lifetime <= 2592000:
+            raise fail("invalid_argument", "max_lifetime is 1 to 2592000 s")
+
+
+U64_MAX = 2**64 - 1
+
+
+def sat_add(a: int, b: int) -> int:
+    """§8: sums of clock values saturate at 2^64 - 1."""
+    return min(a + b, U64_MAX)
 
 
 # --------------------------------------------------------------------------
@@ -526,19 +540,24 @@ def verify(
     expected_step: Optional[str] = None,
     decode_state: Optional[Callable[[bytes], object]] = None,
 ) -> Claims:
+    # 0. the caller's own arguments
+    if not 1 <= len(tool) <= 256:
+        raise fail("invalid_argument", "tool must be 1 to 256 bytes")
+    if len(context) > 65536:
+        raise fail("invalid_argument", "context over 65536 bytes")
     body = _open_token(token, KIND_STATE, tool, context, keyring, policy)
     # 9.
     claims = parse_claims(body)
     # 10.
-    if claims.lifetime == 0 or claims.issued_at + claims.lifetime >= 2**64:
+    if claims.lifetime == 0 or claims.issued_at + claims.lifetime > U64_MAX:
         raise fail("malformed", "lifetime zero or expiry overflows")
     if claims.lifetime > policy.max_lifetime:
         raise fail("lifetime_too_long")
     # 11.
-    if claims.issued_at > now + policy.clock_leeway:
+    if claims.issued_at > sat_add(now, policy.clock_leeway):
         raise fail("not_yet_valid")
     # 12.
-    if now >= claims.expires_at + policy.clock_leeway:
+    if now >= sat_add(claims.expires_at, policy.clock_leeway):
         raise fail("expired")
     # 13.
     if expected_step is not None and claims.step != expected_step:
@@ -553,6 +572,8 @@ def verify(
 
 
 def unseal(token: str, aad: bytes, keyring: Keyring, policy: Policy = Policy()) -> bytes:
+    if len(aad) > 65536:
+        raise fail("invalid_argument", "aad over 65536 bytes")
     return _open_token(token, KIND_SEALED, b"", aad, keyring, policy)
 
 
@@ -595,6 +616,8 @@ def mint(
         raise fail("invalid_argument", "ttl of zero")
     if ttl > policy.max_lifetime:
         raise fail("lifetime_too_long")
+    if now + ttl > U64_MAX:
+        raise fail("invalid_argument", "now + ttl overflows 64 bits")
     try:
         end, _ = cbor_well_formed(state_cbor, 0)
         if end != len(state_cbor):
@@ -625,7 +648,7 @@ def fixed_rng(data: bytes) -> Callable[[int], bytes]:
 
     def rng(n: int) -> bytes:
         if n > len(buf):
-            raise AssertionError(f"rng asked for {n} bytes, only {len(buf)} available")
+            raise fail("randomness_unavailable", f"rng asked for {n} bytes, only {len(buf)} available")
         out = bytes(buf[:n])
         del buf[:n]
         return out
@@ -653,6 +676,42 @@ def only_primary_keyring(key_id: int) -> Keyring:
 
 def _ids(vs):
     return [v["name"] for v in vs]
+
+
+def policy_of(v) -> Policy:
+    """A vector's own policy, or the file's."""
+    return Policy(**v["policy"]) if "policy" in v else POLICY
+
+
+def decode_uint(state: bytes) -> int:
+    """The caller type "uint" of `decode_as`: one unsigned integer (major type 0)."""
+    mt, _, arg, end = _cbor_head(state, 0)
+    if mt != 0 or arg is None or end != len(state):
+        raise ValueError("not an unsigned integer")
+    return arg
+
+
+DECODERS = {None: None, "uint": decode_uint}
+
+
+def run_verify(v):
+    """Runs a vector's verify or unseal; returns Claims or the payload."""
+    context = bytes.fromhex(v["context"])
+    if v["operation"] == "verify":
+        return verify(
+            v["token"],
+            v["tool"].encode("utf-8"),
+            context,
+            v["now"],
+            KEYRING,
+            policy_of(v),
+            expected_step=v.get("expected_step"),
+            decode_state=DECODERS[v.get("decode_as")],
+        )
+    if v["operation"] == "unseal":
+        # §4/§6: the tool of a sealed payload is empty; the vector's `tool` is empty too.
+        return unseal(v["token"], context, KEYRING, policy_of(v))
+    raise AssertionError(f"unknown operation {v['operation']!r}")
 
 
 # --------------------------------------------------------------------------
@@ -730,7 +789,7 @@ def test_valid_vectors_verify(v):
         bytes.fromhex(v["context"]),
         v["now"],
         KEYRING,
-        POLICY,
+        policy_of(v),
         expected_step=v["step"],
     )
     assert claims.step == v["step"]
@@ -759,7 +818,7 @@ def test_valid_vectors_remint_identically(v):
         v["ttl"],
         v["now"],
         rng,
-        POLICY,
+        policy_of(v),
     )
     assert token == v["token"]
     assert rng.remaining() == 0, "the vector's random bytes were not all drawn"
@@ -770,7 +829,7 @@ def test_valid_vectors_boundaries_of_the_clock(v):
     """Last accepted second before expiry and earliest accepted issue time."""
     args = (v["token"], v["tool"].encode("utf-8"), bytes.fromhex(v["context"]))
     leeway = POLICY.clock_leeway
-    last_ok = v["expires_at"] + leeway - 1
+    last_ok = sat_add(v["expires_at"], leeway) - 1
     assert verify(*args, last_ok, KEYRING, POLICY).expires_at == v["expires_at"]
     with pytest.raises(TokenError) as e:
         verify(*args, last_ok + 1, KEYRING, POLICY)
@@ -800,24 +859,57 @@ def test_sealed_vectors_reseal_identically(v):
 
 @pytest.mark.parametrize("v", VECTORS["invalid"], ids=_ids(VECTORS["invalid"]))
 def test_invalid_vectors_fail_with_their_reason(v):
-    context = bytes.fromhex(v["context"])
     with pytest.raises(TokenError) as e:
-        if v["operation"] == "verify":
-            verify(
-                v["token"],
+        run_verify(v)
+    assert e.value.reason == v["expect_fail"], str(e.value)
+
+
+@pytest.mark.parametrize("v", VECTORS["accepted"], ids=_ids(VECTORS["accepted"]))
+def test_accepted_vectors_verify(v):
+    got = run_verify(v)
+    if v["operation"] == "unseal":
+        assert got.hex() == v["payload"]
+    else:
+        assert (got.issued_at, got.expires_at, got.step, got.state.hex()) == (
+            v["issued_at"],
+            v["expires_at"],
+            v["step"],
+            v["state_cbor"],
+        )
+
+
+@pytest.mark.parametrize("v", VECTORS["mint_invalid"], ids=_ids(VECTORS["mint_invalid"]))
+def test_mint_invalid_vectors_are_refused(v):
+    rng = fixed_rng(bytes.fromhex(v["random"]))
+    keyring = only_primary_keyring(v["key_id"])
+    with pytest.raises(TokenError) as e:
+        if v["operation"] == "mint":
+            mint(
+                keyring,
                 v["tool"].encode("utf-8"),
-                context,
+                bytes.fromhex(v["context"]),
+                v["step"],
+                bytes.fromhex(v["state_cbor"]),
+                v["ttl"],
                 v["now"],
-                KEYRING,
-                POLICY,
-                expected_step=v.get("expected_step"),
+                rng,
+                policy_of(v),
             )
-        elif v["operation"] == "unseal":
-            # §4/§6: the tool of a sealed payload is empty; the vector's `tool`
-            # field is ignored (see report).
-            unseal(v["token"], context, KEYRING, POLICY)
+        elif v["operation"] == "seal":
+            seal(keyring, bytes.fromhex(v["payload"]), bytes.fromhex(v["context"]), rng, policy_of(v))
         else:
             raise AssertionError(f"unknown operation {v['operation']!r}")
+    assert e.value.reason == v["expect_fail"], str(e.value)
+
+
+@pytest.mark.parametrize("v", VECTORS["keyrings"], ids=_ids(VECTORS["keyrings"]))
+def test_keyring_vectors(v):
+    keys = [(k["id"], k["algorithm"], k["status"], base64.b64decode(k["secret"], validate=True)) for k in v["keys"]]
+    if "expect_fail" not in v:
+        Keyring(keys)
+        return
+    with pytest.raises(TokenError) as e:
+        Keyring(keys)
     assert e.value.reason == v["expect_fail"], str(e.value)
 
 
@@ -899,22 +991,3 @@ def test_key_id_leb128_limits():
         with pytest.raises(TokenError) as e:
             leb128_decode_key_id(bad, 1)
         assert e.value.reason == "malformed", bad.hex()
-
-
-# ---- §7 call context.
-
-def canonical_json(value) -> str:
-    # §7: compact, keys sorted; for these value kinds Python's json agrees.
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def call_context(principal: str, audience: str, method: str, arguments_json: str) -> bytes:
-    args = hashlib.sha256(canonical_json(json.loads(arguments_json)).encode("utf-8")).digest()
-    parts = b"".join(lp(p.encode("utf-8")) for p in (principal, audience, method))
-    return hashlib.sha256(b"reqstate/v1 call-context" + parts + args).digest()
-
-
-@pytest.mark.parametrize("v", VECTORS["call_context"], ids=[v["method"] + ":" + v["arguments_json"][:20] for v in VECTORS["call_context"]])
-def test_call_context_vectors_reproduce(v):
-    assert canonical_json(json.loads(v["arguments_json"])) == v["canonical_json"]
-    assert call_context(v["principal"], v["audience"], v["method"], v["arguments_json"]).hex() == v["context"]

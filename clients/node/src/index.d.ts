@@ -159,13 +159,35 @@ export declare class Client {
   close(): void;
 }
 
-/** Compact JSON, object keys sorted by UTF-8 bytes (docs/FORMAT.md §7). */
-export declare function canonicalJson(value: unknown): string;
+/** The domain label of the call context digest: `reqstate/v1 call-context-jcs`. */
+export declare const CALL_CONTEXT_LABEL: string;
 
-/** The 32-byte call context, identical to the core library's `reqstate::call_context`. */
+/** Deepest nesting of arrays and objects accepted in the arguments (128). */
+export declare const MAX_ARGUMENTS_DEPTH: number;
+
+/** Arguments that JCS (RFC 8785) cannot represent exactly, or that are not JSON. */
+export declare class InvalidArgumentError extends Error {
+  readonly code: 'invalid_argument';
+  readonly reason: 'not_json' | 'duplicate_key' | 'inexact_number' | 'lone_surrogate' | 'too_deep';
+}
+
+/**
+ * The JCS (RFC 8785) text of the arguments' JSON text, identical to the core
+ * library's `reqstate::canonical_json` (docs/FORMAT.md §7). Throws
+ * `InvalidArgumentError`.
+ */
+export declare function canonicalJson(argumentsJson: string): string;
+
+/**
+ * The 32-byte call context, identical to the core library's
+ * `reqstate::call_context`. Give `argumentsJson` (the text as received) or
+ * `arguments` (a parsed value; `{}` when both are absent). Throws
+ * `InvalidArgumentError`.
+ */
 export declare function callContext(parts: {
   principal: string;
   audience: string;
   method: string;
-  arguments: unknown;
+  argumentsJson?: string;
+  arguments?: unknown;
 }): Buffer;

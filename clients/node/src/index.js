@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
+import canonicalize from 'canonicalize';
 
 /** The .proto shipped inside this package (a copy of the repository's `proto/`). */
 export const PROTO_PATH = fileURLToPath(new URL('../proto/reqstate/v1/reqstate.proto', import.meta.url));
@@ -304,23 +305,218 @@ export class Client {
   }
 }
 
+/** The domain label of the call context digest (docs/FORMAT.md §7). */
+export const CALL_CONTEXT_LABEL = 'reqstate/v1 call-context-jcs';
+
+/** Deepest nesting of arrays and objects accepted in the arguments. */
+export const MAX_ARGUMENTS_DEPTH = 128;
+
 /**
- * Compact JSON with object keys sorted by their UTF-8 bytes: the canonical
- * form the core library's `call_context` digests (docs/FORMAT.md §7).
- * @param {unknown} value
+ * Arguments that JCS (RFC 8785) cannot represent exactly, or that are not
+ * JSON. `code` is always `'invalid_argument'` (the core crate's error code);
+ * `reason` names the rule: `not_json`, `duplicate_key`, `inexact_number`,
+ * `lone_surrogate` or `too_deep`.
+ */
+export class InvalidArgumentError extends Error {
+  /**
+   * @param {'not_json' | 'duplicate_key' | 'inexact_number' | 'lone_surrogate' | 'too_deep'} reason
+   * @param {string} message
+   */
+  constructor(reason, message) {
+    super(message);
+    this.name = 'InvalidArgumentError';
+    /** @type {'invalid_argument'} */
+    this.code = 'invalid_argument';
+    this.reason = reason;
+  }
+}
+
+const notJson = () => new InvalidArgumentError('not_json', 'arguments are not valid JSON');
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+
+/**
+ * The exact value of a decimal number text as `sign|digits|exponent`: digits
+ * without leading or trailing zeros, the exponent of the last digit; zero is
+ * `'0'` whatever its sign or exponent.
+ * @param {string} text
+ */
+function decimalValue(text) {
+  const negative = text.startsWith('-');
+  const [mantissa, exponent = '0'] = (negative ? text.slice(1) : text).toLowerCase().split('e');
+  const [whole, frac = ''] = mantissa.split('.');
+  const digits = (whole + frac).replace(/^0+/, '');
+  if (digits === '') return '0';
+  // An exponent beyond 15 digits only comes with a double that overflowed or
+  // underflowed (refused either way): saturate it, as the core crate does.
+  const magnitude = exponent.replace(/^[+-]/, '').replace(/^0+/, '');
+  let exp = magnitude.length > 15 ? 1e15 : Number(magnitude || '0');
+  if (exponent.startsWith('-')) exp = -exp;
+  const stripped = digits.replace(/0+$/, '');
+  exp += digits.length - stripped.length - frac.length;
+  return `${negative ? '-' : '+'}|${stripped}|${exp}`;
+}
+
+/**
+ * The FORMAT.md §7 number rule: the literal rounds to the nearest double,
+ * which must be finite and whose ECMAScript text denotes exactly the
+ * literal's decimal value.
+ * @param {string} literal
+ */
+function exactNumber(literal) {
+  const double = Number(literal);
+  if (!Number.isFinite(double)) {
+    throw new InvalidArgumentError('inexact_number', `number ${literal} overflows an IEEE double`);
+  }
+  const text = String(double);
+  if (decimalValue(text) !== decimalValue(literal)) {
+    throw new InvalidArgumentError('inexact_number', `number ${literal} is not exactly an IEEE double (JCS would print ${text})`);
+  }
+  return double;
+}
+
+/**
+ * A strict RFC 8259 parser that keeps what JSON.parse hides: duplicate keys,
+ * number literals, lone surrogate escapes. Objects have a null prototype.
+ * @param {string} text
+ * @returns {unknown}
+ */
+function parseStrict(text) {
+  let pos = 0;
+  const ws = () => {
+    while (pos < text.length && ' \t\n\r'.includes(text[pos])) pos++;
+  };
+  const string = () => {
+    const start = pos;
+    pos++; // the opening quote
+    for (;;) {
+      if (pos >= text.length) throw notJson();
+      const c = text.charCodeAt(pos);
+      if (c === 0x22) break;
+      if (c < 0x20) throw notJson();
+      pos += c === 0x5c ? 2 : 1;
+    }
+    pos++;
+    let s;
+    try {
+      s = JSON.parse(text.slice(start, pos));
+    } catch {
+      throw notJson();
+    }
+    if (!s.isWellFormed()) {
+      throw new InvalidArgumentError('lone_surrogate', 'arguments have a string with a lone surrogate');
+    }
+    return s;
+  };
+  /** @param {number} depth @returns {unknown} */
+  const value = (depth) => {
+    const c = text[pos];
+    if (c === '{' || c === '[') {
+      if (depth + 1 > MAX_ARGUMENTS_DEPTH) throw new InvalidArgumentError('too_deep', 'arguments are nested too deeply');
+      pos++;
+      ws();
+      const close = c === '{' ? '}' : ']';
+      /** @type {[string, unknown][] | unknown[]} */
+      const items = [];
+      if (text[pos] === close) {
+        pos++;
+      } else {
+        for (;;) {
+          ws();
+          if (c === '{') {
+            if (text[pos] !== '"') throw notJson();
+            const key = string();
+            ws();
+            if (text[pos] !== ':') throw notJson();
+            pos++;
+            ws();
+            items.push([key, value(depth + 1)]);
+          } else {
+            items.push(value(depth + 1));
+          }
+          ws();
+          if (text[pos] === ',') {
+            pos++;
+          } else if (text[pos] === close) {
+            pos++;
+            break;
+          } else {
+            throw notJson();
+          }
+        }
+      }
+      if (c === '[') return items;
+      const object = Object.create(null);
+      for (const [key, v] of /** @type {[string, unknown][]} */ (items)) {
+        if (Object.hasOwn(object, key)) {
+          throw new InvalidArgumentError('duplicate_key', `arguments have a duplicate object key ${JSON.stringify(key)}`);
+        }
+        object[key] = v;
+      }
+      return object;
+    }
+    if (c === '"') return string();
+    for (const [word, v] of /** @type {const} */ ([['null', null], ['true', true], ['false', false]])) {
+      if (text.startsWith(word, pos)) {
+        pos += word.length;
+        return v;
+      }
+    }
+    NUMBER.lastIndex = pos;
+    const m = NUMBER.exec(text);
+    if (!m) throw notJson();
+    pos += m[0].length;
+    return exactNumber(m[0]);
+  };
+  ws();
+  const result = value(0);
+  ws();
+  if (pos !== text.length) throw notJson();
+  return result;
+}
+
+/**
+ * The JCS (RFC 8785) text of the JSON value `argumentsJson` (the arguments'
+ * text as received: any spacing and key order), the form the call context
+ * digests (docs/FORMAT.md §7), byte for byte as the core crate's
+ * `reqstate::canonical_json`. Throws `InvalidArgumentError` for text that is
+ * not one JSON value and for what JCS cannot represent exactly: duplicate
+ * keys, numbers whose JCS form is another number (`9007199254740993`, `1e400`,
+ * `0.10000000000000001`), lone surrogates, nesting deeper than 128.
+ * @param {string} argumentsJson
  * @returns {string}
  */
-export function canonicalJson(value) {
-  if (value === null || typeof value !== 'object') {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new TypeError(`canonicalJson: ${typeof value} is not JSON`);
-    return text;
+export function canonicalJson(argumentsJson) {
+  if (typeof argumentsJson !== 'string') {
+    throw new TypeError('canonicalJson: argumentsJson must be JSON text (a string)');
   }
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
-  const entries = Object.entries(value)
-    .filter(([, v]) => v !== undefined && typeof v !== 'function')
-    .sort(([a], [b]) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  return canonicalize(parseStrict(argumentsJson));
+}
+
+/**
+ * The JSON text of already-parsed arguments, as `JSON.stringify` prints them,
+ * refusing what it would silently change (NaN and infinities become null).
+ * @param {unknown} value
+ */
+function stringifyArguments(value) {
+  /** @type {(v: unknown, depth: number) => void} */
+  const check = (v, depth) => {
+    if (typeof v === 'number' && !Number.isFinite(v)) {
+      throw new InvalidArgumentError('inexact_number', `${v} is not a JSON number`);
+    }
+    if (v !== null && typeof v === 'object') {
+      if (depth >= MAX_ARGUMENTS_DEPTH) throw new InvalidArgumentError('too_deep', 'arguments are nested too deeply');
+      for (const child of Object.values(v)) check(child, depth + 1);
+    }
+  };
+  check(value, 0);
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new InvalidArgumentError('not_json', `arguments cannot be JSON: ${/** @type {Error} */ (e).message}`);
+  }
+  if (text === undefined) throw new InvalidArgumentError('not_json', `arguments cannot be JSON: ${typeof value}`);
+  return text;
 }
 
 /** @param {string} s */
@@ -333,15 +529,23 @@ function lengthPrefixed(s) {
 
 /**
  * The 32-byte context that binds a token to one caller and one original
- * request, byte for byte as the core library's `reqstate::call_context`:
- * `SHA-256("reqstate/v1 call-context" ‖ lp(principal) ‖ lp(audience) ‖ lp(method) ‖ SHA-256(canonicalJson(arguments)))`.
- * @param {{ principal: string, audience: string, method: string, arguments: unknown }} parts
+ * request, byte for byte as the core crate's `reqstate::call_context`:
+ * `SHA-256("reqstate/v1 call-context-jcs" ‖ lp(principal) ‖ lp(audience) ‖ lp(method) ‖ SHA-256(JCS(arguments)))`.
+ *
+ * Pass `argumentsJson`, the arguments' JSON text as received, when you have
+ * it: only the text shows duplicate keys and how numbers were written. Or
+ * pass `arguments`, an already-parsed value (`{}` when undefined): it is printed with
+ * `JSON.stringify` and that text canonicalized, so NaN, infinities and lone
+ * surrogates are refused but what `JSON.parse` already resolved is not seen.
+ * Throws `InvalidArgumentError` (see `canonicalJson`).
+ * @param {{ principal: string, audience: string, method: string, argumentsJson?: string, arguments?: unknown }} parts
  * @returns {Buffer}
  */
 export function callContext(parts) {
-  const args = createHash('sha256').update(canonicalJson(parts.arguments ?? {}), 'utf8').digest();
+  const text = parts.argumentsJson ?? (parts.arguments === undefined ? '{}' : stringifyArguments(parts.arguments));
+  const args = createHash('sha256').update(canonicalJson(text), 'utf8').digest();
   return createHash('sha256')
-    .update('reqstate/v1 call-context')
+    .update(CALL_CONTEXT_LABEL)
     .update(lengthPrefixed(parts.principal ?? ''))
     .update(lengthPrefixed(parts.audience ?? ''))
     .update(lengthPrefixed(parts.method ?? ''))

@@ -285,52 +285,82 @@ pub struct LocalKeyringArgs {
     pub allow_insecure_keyring_permissions: bool,
 }
 
-/// `reqstate mint`.
+/// Flags shared by the local `mint` and `verify` commands (docs/CLI.md): the
+/// tool, the context, the clock and the policy.
 #[derive(Debug, Args)]
-pub struct MintArgs {
+pub struct LocalCodecArgs {
     /// Where the keys come from.
     #[command(flatten)]
     pub keys: LocalKeyringArgs,
     /// The tool the token is for.
     #[arg(long)]
     pub tool: String,
+    /// Context bound into the token: its UTF-8 bytes. Default: empty.
+    #[arg(long, value_name = "TEXT", group = "context_source")]
+    pub context: Option<String>,
+    /// Context bound into the token, as hex (even length, either case).
+    #[arg(long, value_name = "HEX", group = "context_source")]
+    pub context_hex: Option<String>,
+    /// Context bound into the token: the bytes of this file, as they are.
+    #[arg(long, value_name = "FILE", group = "context_source")]
+    pub context_file: Option<PathBuf>,
+    /// The clock reading to use, in unix seconds. Default: the system clock.
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    pub now: Option<u64>,
+    /// Longest token minted or accepted, in characters.
+    #[arg(long, value_name = "CHARS", default_value_t = Policy::DEFAULT_MAX_TOKEN_LEN)]
+    pub max_token_len: usize,
+    /// Clock leeway for issue and expiry times, in seconds (at most 600).
+    #[arg(long, value_name = "SECONDS", default_value_t = Policy::DEFAULT_CLOCK_LEEWAY)]
+    pub clock_leeway: u64,
+    /// Longest lifetime minted or accepted, in seconds (at most 30 days).
+    #[arg(long, value_name = "SECONDS", default_value_t = Policy::DEFAULT_MAX_LIFETIME)]
+    pub max_lifetime: u64,
+}
+
+/// `reqstate mint`.
+#[derive(Debug, Args)]
+pub struct MintArgs {
+    /// Keys, tool, context, clock and policy.
+    #[command(flatten)]
+    pub codec: LocalCodecArgs,
     /// The step the token is for.
     #[arg(long)]
     pub step: String,
-    /// The state, as JSON text.
-    #[arg(long, value_name = "JSON", default_value = "null")]
-    pub state_json: String,
+    /// The state, as JSON text (docs/CLI.md gives its CBOR form). Default: null.
+    #[arg(long, value_name = "JSON", conflicts_with = "state_cbor_hex")]
+    pub state_json: Option<String>,
+    /// The state, as one CBOR data item in hex, embedded as given (it must be
+    /// in preferred serialization).
+    #[arg(long, value_name = "HEX")]
+    pub state_cbor_hex: Option<String>,
     /// Lifetime in seconds.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub ttl: u64,
-    /// Context bound into the token (its UTF-8 bytes).
-    #[arg(long, default_value = "")]
-    pub context: String,
 }
 
 /// `reqstate verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Where the keys come from.
+    /// Keys, tool, context, clock and policy.
     #[command(flatten)]
-    pub keys: LocalKeyringArgs,
-    /// The tool the token must be for.
-    #[arg(long)]
-    pub tool: String,
-    /// The step the token must be for, if any.
-    #[arg(long)]
-    pub step: Option<String>,
-    /// The context the token was minted with (its UTF-8 bytes).
-    #[arg(long, default_value = "")]
-    pub context: String,
-    /// The token.
-    pub token: String,
+    pub codec: LocalCodecArgs,
+    /// The step the token must be for, if any. (`--step` is a deprecated
+    /// alias.)
+    #[arg(long, alias = "step", value_name = "STEP")]
+    pub expected_step: Option<String>,
+    /// The token, or `-` to read it from standard input.
+    #[arg(long = "token", value_name = "TOKEN", conflicts_with = "token")]
+    pub token_flag: Option<String>,
+    /// The token, or `-` to read it from standard input.
+    #[arg(required_unless_present = "token_flag")]
+    pub token: Option<String>,
 }
 
 /// `reqstate inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The token.
+    /// The token, or `-` to read it from standard input.
     pub token: String,
 }
 

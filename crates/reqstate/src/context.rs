@@ -1,8 +1,13 @@
 //! Canonical caller context: who called, for which server, which method, with
 //! which arguments, reduced to 32 bytes to bind into a token.
+//!
+//! The arguments are canonicalized with the JSON Canonicalization Scheme
+//! (RFC 8785), after a strict parse of the arguments' JSON text that refuses
+//! what JCS cannot represent exactly (docs/FORMAT.md §7).
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt::Write as _;
 
 use ring::digest;
 use serde_json::Value;
@@ -12,43 +17,70 @@ use crate::error::Error;
 /// Length of a call context digest, in bytes.
 pub const CALL_CONTEXT_LEN: usize = 32;
 
-const LABEL: &[u8] = b"reqstate/v1 call-context";
+/// The domain label of the context digest. It names the canonicalization:
+/// the pre-JCS label `reqstate/v1 call-context` digested different bytes.
+const LABEL: &[u8] = b"reqstate/v1 call-context-jcs";
+
+/// Deepest nesting of arrays and objects accepted in the arguments.
+pub const MAX_ARGUMENTS_DEPTH: usize = 128;
+
+const NOT_JSON: Error = Error::InvalidArgument("arguments are not valid JSON");
+const DUPLICATE_KEY: Error = Error::InvalidArgument("arguments have a duplicate object key");
+const INEXACT_NUMBER: Error =
+    Error::InvalidArgument("arguments have a number an IEEE double cannot represent exactly");
+const LONE_SURROGATE: Error =
+    Error::InvalidArgument("arguments have a string with a lone surrogate escape");
+const TOO_DEEP: Error = Error::InvalidArgument("arguments are nested too deeply");
 
 /// Builds the context to bind a token to one caller and one original request.
 ///
 /// ```text
-/// args    = SHA-256(canonical_json(arguments))
-/// context = SHA-256("reqstate/v1 call-context" ‖ lp(principal) ‖ lp(audience) ‖ lp(method) ‖ args)
+/// args    = SHA-256(JCS(arguments))
+/// context = SHA-256("reqstate/v1 call-context-jcs" ‖ lp(principal) ‖ lp(audience) ‖ lp(method) ‖ args)
 /// lp(x)   = u32 big-endian byte length of x ‖ x
 /// ```
 ///
-/// `canonical_json` is the compact JSON text with object keys sorted by their
-/// UTF-8 bytes (see [`canonical_json`]). Binding this digest means a client that
-/// changes the arguments on the retry, replays the token as another principal,
-/// or sends it to another server gets [`Error::AuthenticationFailed`].
+/// `JCS` is the JSON Canonicalization Scheme, RFC 8785 (see
+/// [`canonical_json`]). Binding this digest means a client that changes the
+/// arguments on the retry, replays the token as another principal, or sends
+/// it to another server gets [`Error::AuthenticationFailed`].
 ///
-/// `arguments_json` must be one JSON value (an object for `tools/call`).
+/// `arguments_json` is the arguments' JSON text as received (one JSON value,
+/// an object for `tools/call`; any spacing and key order). Arguments that JCS
+/// cannot represent exactly are refused with [`Error::InvalidArgument`]:
+/// duplicate object keys, a number whose JCS form is not exactly the number
+/// written (`9007199254740993`, `1e400`, `0.10000000000000001`), a `\u` escape
+/// of a lone surrogate, nesting deeper than [`MAX_ARGUMENTS_DEPTH`].
 pub fn call_context(
     principal: &str,
     audience: &str,
     method: &str,
     arguments_json: &str,
 ) -> Result<[u8; CALL_CONTEXT_LEN], Error> {
-    let arguments: Value = serde_json::from_str(arguments_json)
-        .map_err(|_| Error::InvalidArgument("arguments are not valid JSON"))?;
-    Ok(call_context_from_value(
-        principal, audience, method, &arguments,
-    ))
+    let canonical = canonical_json(arguments_json)?;
+    Ok(digest_context(principal, audience, method, &canonical))
 }
 
-/// [`call_context`] for arguments already parsed.
+/// [`call_context`] for arguments already parsed into a [`serde_json::Value`].
+///
+/// The value is printed by `serde_json` and that text goes through
+/// [`call_context`], so the same numbers are refused (integers beyond 2^53
+/// whose JCS form would be another integer, such as `u64::MAX`). A parsed
+/// value can no longer show what its parser resolved: duplicate keys (serde_json
+/// keeps the last) and number literals rounded to a double on the way in.
+/// When you hold the request's JSON text, pass it to [`call_context`] instead.
 pub fn call_context_from_value(
     principal: &str,
     audience: &str,
     method: &str,
     arguments: &Value,
-) -> [u8; CALL_CONTEXT_LEN] {
-    let args = digest::digest(&digest::SHA256, canonical_json(arguments).as_bytes());
+) -> Result<[u8; CALL_CONTEXT_LEN], Error> {
+    let text = serde_json::to_string(arguments).map_err(|_| NOT_JSON)?;
+    call_context(principal, audience, method, &text)
+}
+
+fn digest_context(principal: &str, audience: &str, method: &str, canonical: &str) -> [u8; 32] {
+    let args = digest::digest(&digest::SHA256, canonical.as_bytes());
     let mut ctx = digest::Context::new(&digest::SHA256);
     ctx.update(LABEL);
     for part in [principal, audience, method] {
@@ -61,51 +93,378 @@ pub fn call_context_from_value(
     out
 }
 
-/// Compact JSON with object keys sorted by their UTF-8 bytes, whatever order
-/// the value's map keeps (so enabling serde_json's `preserve_order` elsewhere
-/// cannot change the digest). Strings are escaped as serde_json escapes them,
-/// numbers printed as serde_json prints them (integers in decimal, floats in
-/// the shortest form that round-trips).
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+/// The JCS (RFC 8785) text of one JSON value given as text: no whitespace,
+/// object keys sorted by their UTF-16 code units, strings escaped minimally,
+/// numbers as ECMAScript's `Number.prototype.toString` prints them (`1e+21`,
+/// `100`, `0`, `1e-7`).
+///
+/// Refuses, with [`Error::InvalidArgument`], text that is not one JSON value
+/// (RFC 8259; `NaN`, comments, a byte order mark and trailing commas are not
+/// JSON) and what JCS cannot represent exactly; see [`call_context`] and
+/// docs/FORMAT.md §7 for the number rule.
+pub fn canonical_json(arguments_json: &str) -> Result<String, Error> {
+    let mut parser = Parser {
+        text: arguments_json.as_bytes(),
+        pos: 0,
+    };
+    parser.skip_ws();
+    let value = parser.value(0)?;
+    parser.skip_ws();
+    if parser.pos != parser.text.len() {
+        return Err(NOT_JSON);
+    }
+    let mut out = String::with_capacity(arguments_json.len());
+    write_jcs(&value, &mut out);
+    Ok(out)
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_canonical(v, out);
-            }
-            out.push('}');
+/// A parsed JSON value whose numbers are already in their JCS form.
+enum Json {
+    Literal(&'static str),
+    Number(String),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+struct Parser<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
         }
-        Value::Array(items) => {
+    }
+
+    fn eat(&mut self, byte: u8) -> Result<(), Error> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(NOT_JSON)
+        }
+    }
+
+    /// One value; `depth` counts the arrays and objects around it.
+    fn value(&mut self, depth: usize) -> Result<Json, Error> {
+        match self.peek().ok_or(NOT_JSON)? {
+            b'{' => self.object(depth + 1),
+            b'[' => self.array(depth + 1),
+            b'"' => Ok(Json::String(self.string()?)),
+            b'-' | b'0'..=b'9' => Ok(Json::Number(self.number()?)),
+            _ => {
+                for word in ["null", "true", "false"] {
+                    if self.text[self.pos..].starts_with(word.as_bytes()) {
+                        self.pos += word.len();
+                        return Ok(Json::Literal(word));
+                    }
+                }
+                Err(NOT_JSON)
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Json, Error> {
+        if depth > MAX_ARGUMENTS_DEPTH {
+            return Err(TOO_DEEP);
+        }
+        self.eat(b'[')?;
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Json::Array(items));
+        }
+        loop {
+            self.skip_ws();
+            items.push(self.value(depth)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Json::Array(items));
+                }
+                _ => return Err(NOT_JSON),
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Json, Error> {
+        if depth > MAX_ARGUMENTS_DEPTH {
+            return Err(TOO_DEEP);
+        }
+        self.eat(b'{')?;
+        let mut members: Vec<(String, Json)> = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Json::Object(members));
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'"') {
+                return Err(NOT_JSON);
+            }
+            let key = self.string()?;
+            self.skip_ws();
+            self.eat(b':')?;
+            self.skip_ws();
+            let value = self.value(depth)?;
+            members.push((key, value));
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return Err(NOT_JSON),
+            }
+        }
+        // RFC 8785 §3.2.3: members sorted by the UTF-16 code units of their keys.
+        members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        if members.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(DUPLICATE_KEY);
+        }
+        Ok(Json::Object(members))
+    }
+
+    /// A string literal, unescaped. The text is UTF-8 already (`&str`), so
+    /// only escapes can produce a lone surrogate.
+    fn string(&mut self) -> Result<String, Error> {
+        self.eat(b'"')?;
+        let mut out = String::new();
+        loop {
+            let start = self.pos;
+            while let Some(b) = self.peek() {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            // Stopped at an ASCII byte, so both ends are char boundaries.
+            out.push_str(core::str::from_utf8(&self.text[start..self.pos]).map_err(|_| NOT_JSON)?);
+            match self.peek().ok_or(NOT_JSON)? {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    self.pos += 1;
+                    let escape = self.peek().ok_or(NOT_JSON)?;
+                    self.pos += 1;
+                    let c = match escape {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => self.unicode_escape()?,
+                        _ => return Err(NOT_JSON),
+                    };
+                    out.push(c);
+                }
+                // A raw control character.
+                _ => return Err(NOT_JSON),
+            }
+        }
+    }
+
+    /// After `\u`: four hex digits, and a second `\uXXXX` for a surrogate pair.
+    fn unicode_escape(&mut self) -> Result<char, Error> {
+        let first = self.hex4()?;
+        match first {
+            0xD800..=0xDBFF => {
+                if self.text[self.pos..].starts_with(b"\\u") {
+                    self.pos += 2;
+                    let second = self.hex4()?;
+                    if (0xDC00..=0xDFFF).contains(&second) {
+                        let c = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                        return char::from_u32(c).ok_or(LONE_SURROGATE);
+                    }
+                }
+                Err(LONE_SURROGATE)
+            }
+            0xDC00..=0xDFFF => Err(LONE_SURROGATE),
+            _ => char::from_u32(first).ok_or(NOT_JSON),
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, Error> {
+        let digits = self.text.get(self.pos..self.pos + 4).ok_or(NOT_JSON)?;
+        let mut n = 0u32;
+        for &d in digits {
+            n = n * 16 + char::from(d).to_digit(16).ok_or(NOT_JSON)?;
+        }
+        self.pos += 4;
+        Ok(n)
+    }
+
+    /// A number literal (RFC 8259 grammar), returned in its JCS form.
+    fn number(&mut self) -> Result<String, Error> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return Err(NOT_JSON),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(NOT_JSON);
+            }
+            self.digits();
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(NOT_JSON);
+            }
+            self.digits();
+        }
+        let literal = core::str::from_utf8(&self.text[start..self.pos]).map_err(|_| NOT_JSON)?;
+        jcs_number(literal)
+    }
+
+    fn digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+    }
+}
+
+/// The JCS form of a JSON number literal, or a refusal when that form is not
+/// exactly the number written (FORMAT.md §7): the literal is rounded to the
+/// nearest IEEE double; it is refused when that double is infinite or when
+/// the double's ECMAScript text denotes another decimal value.
+fn jcs_number(literal: &str) -> Result<String, Error> {
+    // core's parser rounds to nearest, ties to even, and gives ±inf on overflow.
+    let double: f64 = literal.parse().map_err(|_| NOT_JSON)?;
+    if !double.is_finite() {
+        return Err(INEXACT_NUMBER);
+    }
+    let text = if double == 0.0 {
+        // ECMAScript prints -0 as "0".
+        String::from("0")
+    } else {
+        String::from(ryu_js::Buffer::new().format_finite(double))
+    };
+    if decimal_value(literal) != decimal_value(&text) {
+        return Err(INEXACT_NUMBER);
+    }
+    Ok(text)
+}
+
+/// The exact value of a decimal number text (`-`, digits, optional fraction,
+/// optional exponent with sign) as (negative, significant digits without
+/// leading or trailing zeros, exponent of the last digit); zero is
+/// `(false, "", 0)` whatever its sign.
+fn decimal_value(text: &str) -> (bool, String, i64) {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, "0"),
+    };
+    let exponent = parse_exponent(exponent);
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut digits: String = int.chars().chain(frac.chars()).collect();
+    let mut exponent = exponent.saturating_sub(i64::try_from(frac.len()).unwrap_or(i64::MAX));
+    while digits.ends_with('0') {
+        digits.pop();
+        exponent = exponent.saturating_add(1);
+    }
+    let digits = String::from(digits.trim_start_matches('0'));
+    if digits.is_empty() {
+        return (false, digits, 0);
+    }
+    (negative, digits, exponent)
+}
+
+/// An exponent's value, saturated to i64 (a saturated exponent only occurs
+/// with a double that overflowed or underflowed, refused either way).
+fn parse_exponent(text: &str) -> i64 {
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let mut n: i64 = 0;
+    for d in digits.bytes() {
+        n = n.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+    }
+    if negative { -n } else { n }
+}
+
+fn write_jcs(value: &Json, out: &mut String) {
+    match value {
+        Json::Literal(word) => out.push_str(word),
+        Json::Number(text) => out.push_str(text),
+        Json::String(s) => write_string(s, out),
+        Json::Array(items) => {
             out.push('[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_canonical(v, out);
+                write_jcs(v, out);
             }
             out.push(']');
         }
-        Value::String(s) => write_string(s, out),
-        // Null, booleans and numbers print the same compact or not.
-        other => out.push_str(&serde_json::to_string(other).unwrap_or_default()),
+        Json::Object(members) => {
+            out.push('{');
+            for (i, (k, v)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_jcs(v, out);
+            }
+            out.push('}');
+        }
     }
 }
 
+/// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped, with
+/// the short forms where JSON has them and `\u00xx` (lowercase) otherwise.
 fn write_string(s: &str, out: &mut String) {
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -147,20 +506,79 @@ mod tests {
     }
 
     #[test]
-    fn canonical_json_sorts_keys_by_bytes_and_is_compact() {
-        let v: Value =
-            serde_json::from_str(r#"{ "é": 1, "z": "a\"b", "A": [true, null, 1.5] }"#).unwrap();
+    fn canonical_json_is_jcs() {
         assert_eq!(
-            canonical_json(&v),
-            r#"{"A":[true,null,1.5],"z":"a\"b","é":1}"#
+            canonical_json(
+                r#"{ "é": 1.0, "z": "a\"b\u001F", "A": [true, null, 1.5e0, -0, 1E21, 0.0000001] }"#
+            )
+            .unwrap(),
+            r#"{"A":[true,null,1.5,0,1e+21,1e-7],"z":"a\"b\u001f","é":1}"#
+        );
+        // UTF-16 order: U+1F600 (D83D DE00) sorts before U+FB01 (FB01).
+        assert_eq!(
+            canonical_json("{\"\u{fb01}\":1,\"\u{1f600}\":2}").unwrap(),
+            "{\"\u{1f600}\":2,\"\u{fb01}\":1}"
         );
     }
 
     #[test]
-    fn invalid_arguments_json_is_an_error() {
+    fn inexact_arguments_are_refused() {
+        for (text, error) in [
+            ("{not json", NOT_JSON),
+            ("NaN", NOT_JSON),
+            ("[1,]", NOT_JSON),
+            ("01", NOT_JSON),
+            ("\"\t\"", NOT_JSON),
+            (r#"{"to":"mallory","to":"bob"}"#, DUPLICATE_KEY),
+            (r#"{"a":1,"\u0061":1}"#, DUPLICATE_KEY),
+            ("18446744073709551616", INEXACT_NUMBER),
+            ("9007199254740993", INEXACT_NUMBER),
+            ("1e400", INEXACT_NUMBER),
+            ("-1e400", INEXACT_NUMBER),
+            ("1e-400", INEXACT_NUMBER),
+            ("0.10000000000000001", INEXACT_NUMBER),
+            (r#""\ud800""#, LONE_SURROGATE),
+            (r#""\udc00\ud800""#, LONE_SURROGATE),
+            (r#""\ud800\u0041""#, LONE_SURROGATE),
+        ] {
+            assert_eq!(canonical_json(text), Err(error), "{text}");
+        }
+        let nested = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        assert!(canonical_json(&nested(MAX_ARGUMENTS_DEPTH)).is_ok());
         assert_eq!(
-            call_context("u", "a", "m", "{not json"),
-            Err(Error::InvalidArgument("arguments are not valid JSON"))
+            canonical_json(&nested(MAX_ARGUMENTS_DEPTH + 1)),
+            Err(TOO_DEEP)
+        );
+    }
+
+    #[test]
+    fn exact_numbers_are_accepted() {
+        for (text, jcs) in [
+            ("9007199254740992", "9007199254740992"),
+            ("-9007199254740992", "-9007199254740992"),
+            ("100.0", "100"),
+            ("1e21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("0.1", "0.1"),
+            ("5e-324", "5e-324"),
+            ("-0.0", "0"),
+            ("0e400", "0"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+        ] {
+            assert_eq!(canonical_json(text).as_deref(), Ok(jcs), "{text}");
+        }
+    }
+
+    #[test]
+    fn from_value_prints_then_canonicalizes() {
+        let v: Value = serde_json::from_str(r#"{"b":[1.0,2],"a":"x"}"#).unwrap();
+        assert_eq!(
+            call_context_from_value("u", "a", "m", &v),
+            call_context("u", "a", "m", r#"{"a":"x","b":[1,2]}"#)
+        );
+        assert_eq!(
+            call_context_from_value("u", "a", "m", &Value::from(u64::MAX)),
+            Err(INEXACT_NUMBER)
         );
     }
 }

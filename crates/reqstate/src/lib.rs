@@ -79,7 +79,9 @@ pub use clock::{Clock, FixedClock, SecureRandom};
 pub use codec::{
     Codec, MAX_CONTEXT_LEN, MAX_STEP_LEN, MAX_TOOL_LEN, Minted, Policy, Unsealed, Verified,
 };
-pub use context::{CALL_CONTEXT_LEN, call_context, call_context_from_value, canonical_json};
+pub use context::{
+    CALL_CONTEXT_LEN, MAX_ARGUMENTS_DEPTH, call_context, call_context_from_value, canonical_json,
+};
 pub use error::{Error, KeyringError};
 pub use keyring::{
     Algorithm, Key, KeyId, KeySpec, KeyStatus, Keyring, MAX_SECRET_LEN, MIN_SECRET_LEN, Secret,

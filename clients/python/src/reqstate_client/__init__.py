@@ -10,9 +10,20 @@
 
 `reqstate_client.mcp.SidecarCodec` plugs the sidecar into the official `mcp`
 SDK's `RequestStateSecurity`.
+
+`reqstate_client.call_context(principal, audience, method, arguments_json)` is
+the 32-byte context that binds a token to one call (docs/FORMAT.md §7),
+identical to the core crate's `reqstate::call_context`.
 """
 
 from ._client import DEFAULT_TIMEOUT, Client, grpc_target
+from ._context import (
+    MAX_ARGUMENTS_DEPTH,
+    InvalidArgumentError,
+    call_context,
+    call_context_from_value,
+    canonical_json,
+)
 from ._types import (
     Algorithm,
     ItemError,
@@ -40,9 +51,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "MAX_ARGUMENTS_DEPTH",
     "Algorithm",
     "AuthenticationError",
     "Client",
+    "InvalidArgumentError",
     "InvalidRequestError",
     "ItemError",
     "KeyInfo",
@@ -59,5 +72,8 @@ __all__ = [
     "Unsealed",
     "Verified",
     "VerifyItem",
+    "call_context",
+    "call_context_from_value",
+    "canonical_json",
     "grpc_target",
 ]
