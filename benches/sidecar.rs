@@ -9,6 +9,9 @@
 //! cargo bench --bench sidecar -- --test             # smoke run: a fraction of a second per case
 //! ```
 //!
+//! The binary is the workspace's own, which the benchmark has Cargo build
+//! in its profile (release) before it starts, or `REQSTATE_BENCH_BIN`.
+//!
 //! Client and server share the machine, so on 2 cores each figure is what the
 //! pair reaches together; docs/BENCHMARKS.md says what limits each.
 
@@ -280,6 +283,7 @@ async fn bench() -> TestResult {
         Duration::from_secs(env_number("REQSTATE_BENCH_SECONDS", 5))
     };
     let concurrency = usize::try_from(env_number("REQSTATE_BENCH_CONCURRENCY", 32))?;
+    support::use_binary(reqstate_benches::reqstate_binary()?);
     let sidecar = Sidecar::start(
         SidecarOptions::new(keyring_toml(&[(1, "primary")]))
             .arg("--log")

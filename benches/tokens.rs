@@ -33,10 +33,7 @@ struct Reference {
 }
 
 fn reference() -> Reference {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/benches/data/reference-claims.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/reference-claims.json");
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let v: serde_json::Value = serde_json::from_str(&text).expect("reference claims are JSON");
     Reference {

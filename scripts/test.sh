@@ -1,10 +1,66 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine, installing what it needs
 # first: the README's test command, and what .ci/run calls.
+#
+#   bash scripts/test.sh           the full run (CI)
+#   bash scripts/test.sh --quick   format, lints, the core crate's tests and
+#                                  the sidecar's unit tests: minutes, for the
+#                                  edit-test loop; no client suites, no
+#                                  fuzzing, no benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+quick=false
+case "${1-}" in
+    "") ;;
+    --quick) quick=true ;;
+    *) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+
 step() { printf '\n==> %s\n' "$*"; }
+
+# cargo-deny, installed in the repository (.tools/, ignored by git): it
+# compiles from source, once per machine.
+DENY_VERSION=0.20.2
+DENY="$PWD/.tools/bin/cargo-deny"
+deny_installed() { [ "$("$DENY" --version 2>/dev/null)" = "cargo-deny $DENY_VERSION" ]; }
+# Licences, bans and sources (deny.toml) of every workspace member, from
+# Cargo.lock and the local registry cache only. Advisories are not checked: they need the RustSec
+# advisory database, fetched from GitHub, which is unreachable here.
+deny_check() { "$DENY" --offline --workspace check licenses bans sources; }
+
+if $quick; then
+    step "prerequisites (quick)"
+    rustup component add rustfmt clippy >/dev/null
+
+    step "format and lints (quick: without the benchmarks package and its peers)"
+    cargo fmt --all -- --check
+    cargo clippy --workspace --exclude reqstate-benches --all-targets --locked -- -D warnings
+
+    step "licences, bans and sources (cargo deny)"
+    if deny_installed; then
+        deny_check
+    else
+        echo "cargo-deny $DENY_VERSION is not installed in .tools/: not checked here;"
+        echo "the full run (bash scripts/test.sh) installs it and checks."
+    fi
+
+    step "core crate: unit and doc tests"
+    cargo test --locked -p reqstate
+
+    step "core integration tests (tests/core_*.rs)"
+    core_tests=()
+    for file in tests/core_*.rs; do
+        core_tests+=(--test "$(basename "$file" .rs)")
+    done
+    cargo test --locked -p reqstate-bin "${core_tests[@]}"
+
+    step "sidecar unit tests"
+    cargo test --locked -p reqstate-sidecar --lib
+
+    step "quick tests passed (the full run: bash scripts/test.sh)"
+    exit 0
+fi
 
 step "prerequisites"
 # ring needs clang to build for wasm32; everything else comes from crates.io.
@@ -22,10 +78,16 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+step "licences, bans and sources (cargo deny, deny.toml)"
+deny_installed || cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root .tools
+deny_check
+
 step "tests (unit, integration, doc)"
 cargo test --workspace --locked
 
 step "benchmark smoke run (each benchmark once; figures come from cargo bench)"
+# The reqstate-benches package (benches/Cargo.toml), a default member: the
+# sidecar benchmark builds the release binary it starts.
 cargo bench --locked --bench tokens -- --test
 cargo bench --locked --bench sidecar -- --test
 

@@ -39,7 +39,8 @@ def generate(out_dir: Path, proto_root: Path = PROTO_ROOT) -> dict[str, str]:
 
     Returns {file name: text}.
     """
-    from grpc_tools import protoc  # imported late: only needed to generate
+    # Imported late: only needed to generate. grpcio-tools ships no type information.
+    from grpc_tools import protoc  # type: ignore[import-untyped]
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:

@@ -4,7 +4,8 @@
 #   bash clients/python/run-tests.sh [pytest args...]
 #
 # Creates clients/python/.venv when absent, installs the pinned
-# requirements-dev.txt and the package itself into it, then runs pytest.
+# requirements-dev.txt and the package itself into it, runs mypy and ruff,
+# then pytest.
 # Needs only python3 (3.10+) and access to PyPI. Never builds Rust: the tests
 # use $REQSTATE_BIN, or <repo>/target/debug/reqstate by default.
 set -euo pipefail
@@ -47,4 +48,9 @@ rm -rf "$here/build"
 "${pip[@]}" check
 
 cd "$here"
+# Static checks first (configured in pyproject.toml): mypy --strict on the
+# package, tests, example and generate.py; ruff lint and format on the same.
+"$venv/bin/python" -m mypy
+"$venv/bin/ruff" check src tests examples generate.py
+"$venv/bin/ruff" format --check src tests examples generate.py
 exec "$venv/bin/python" -m pytest "$@"

@@ -17,7 +17,29 @@ use tonic_health::pb::health_client::HealthClient;
 
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_reqstate");
+/// The `reqstate` binary Cargo built for the root package's tests. Cargo
+/// sets no `CARGO_BIN_EXE_reqstate` for benches/sidecar.rs, in another
+/// package (reqstate-benches): it names the binary with [`use_binary`].
+pub const BIN: &str = match option_env!("CARGO_BIN_EXE_reqstate") {
+    Some(path) => path,
+    None => "",
+};
+
+static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Runs `path` instead of [`BIN`] in [`run_cli`] and [`Sidecar::start`]
+/// (benches/sidecar.rs). The first call wins.
+pub fn use_binary(path: PathBuf) {
+    let _ = BINARY.set(path);
+}
+
+fn binary() -> TestResult<&'static Path> {
+    match BINARY.get() {
+        Some(path) => Ok(path),
+        None if !BIN.is_empty() => Ok(Path::new(BIN)),
+        None => Err("no reqstate binary: call use_binary first".into()),
+    }
+}
 
 /// A 32-byte secret as base64, different per `seed`.
 pub fn secret(seed: u8) -> String {
@@ -56,7 +78,7 @@ pub fn free_port() -> TestResult<u16> {
 
 /// Runs the binary to completion (for CLI tests).
 pub fn run_cli(args: &[&str]) -> TestResult<Output> {
-    Ok(Command::new(BIN)
+    Ok(Command::new(binary()?)
         .args(args)
         .env("REQSTATE_LOG", "warn")
         .stdin(Stdio::null())
@@ -128,7 +150,7 @@ impl Sidecar {
         let tcp: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
         let stderr = dir.path().join("stderr.log");
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(binary()?);
         command.arg("serve");
         if let Some(token) = &options.auth_token {
             let path = dir.path().join("auth-token");

@@ -132,7 +132,9 @@ export interface ListKeysResult {
 export declare const PROTO_PATH: string;
 export declare const status: typeof import('@grpc/grpc-js').status;
 
-export declare class ReqstateError extends Error {}
+export declare class ReqstateError extends Error {
+  constructor(message: string, options?: ErrorOptions);
+}
 
 export declare class TransportError extends ReqstateError {
   /** Numeric gRPC status code. */
@@ -143,6 +145,10 @@ export declare class TransportError extends ReqstateError {
   /** The sidecar's `reqstate-reason` trailer, when sent. */
   readonly reason?: Reason;
   readonly method?: string;
+  constructor(
+    message: string,
+    fields: { code: number; details?: string; reason?: Reason; method?: string; cause?: unknown },
+  );
 }
 
 export declare class Client {
@@ -160,15 +166,19 @@ export declare class Client {
 }
 
 /** The domain label of the call context digest: `reqstate/v1 call-context-jcs`. */
-export declare const CALL_CONTEXT_LABEL: string;
+export declare const CALL_CONTEXT_LABEL: 'reqstate/v1 call-context-jcs';
 
 /** Deepest nesting of arrays and objects accepted in the arguments (128). */
-export declare const MAX_ARGUMENTS_DEPTH: number;
+export declare const MAX_ARGUMENTS_DEPTH: 128;
+
+/** The rule an `InvalidArgumentError` names. */
+export type InvalidArgumentReason = 'not_json' | 'duplicate_key' | 'inexact_number' | 'lone_surrogate' | 'too_deep';
 
 /** Arguments that JCS (RFC 8785) cannot represent exactly, or that are not JSON. */
 export declare class InvalidArgumentError extends Error {
+  constructor(reason: InvalidArgumentReason, message: string);
   readonly code: 'invalid_argument';
-  readonly reason: 'not_json' | 'duplicate_key' | 'inexact_number' | 'lone_surrogate' | 'too_deep';
+  readonly reason: InvalidArgumentReason;
 }
 
 /**

@@ -415,7 +415,7 @@ function parseStrict(text) {
       pos++;
       ws();
       const close = c === '{' ? '}' : ']';
-      /** @type {[string, unknown][] | unknown[]} */
+      /** @type {unknown[]} */
       const items = [];
       if (text[pos] === close) {
         pos++;
@@ -489,7 +489,10 @@ export function canonicalJson(argumentsJson) {
   if (typeof argumentsJson !== 'string') {
     throw new TypeError('canonicalJson: argumentsJson must be JSON text (a string)');
   }
-  return canonicalize(parseStrict(argumentsJson));
+  const text = canonicalize(parseStrict(argumentsJson));
+  // canonicalize() gives undefined only for undefined, which parseStrict never returns.
+  if (text === undefined) throw notJson();
+  return text;
 }
 
 /**

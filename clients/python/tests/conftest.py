@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import EllipsisType
 
 import pytest
 
@@ -56,7 +57,8 @@ def write_private(path: Path, text: str) -> None:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class Sidecar:
@@ -113,9 +115,9 @@ class Sidecar:
     def target(self, transport: str) -> str:
         return {"unix": self.unix_target, "tcp": self.tcp_target}[transport]
 
-    def client(self, transport: str = "unix", token: str | None | object = ..., timeout: float = 5.0) -> Client:
-        """A client; by default with the sidecar's own bearer token."""
-        return Client(self.target(transport), self.auth_token if token is ... else token, timeout)  # type: ignore[arg-type]
+    def client(self, transport: str = "unix", token: str | None | EllipsisType = ..., timeout: float = 5.0) -> Client:
+        """A client; by default (`...`) with the sidecar's own bearer token, `None` for none."""
+        return Client(self.target(transport), self.auth_token if isinstance(token, EllipsisType) else token, timeout)
 
     def log(self) -> str:
         try:
@@ -197,7 +199,8 @@ def fresh_sidecar() -> Iterator[Sidecar]:
 
 @pytest.fixture(params=["unix", "tcp"])
 def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
+    param: str = request.param
+    return param
 
 
 @pytest.fixture

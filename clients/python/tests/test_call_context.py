@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,10 +19,10 @@ from reqstate_client import (
 
 REPO = Path(__file__).resolve().parents[3]
 CORPUS = json.loads((REPO / "tests" / "vectors" / "call_context.json").read_text(encoding="utf-8"))
-CASES = CORPUS["cases"]
+CASES: list[dict[str, Any]] = CORPUS["cases"]
 
 
-def test_corpus_is_big_enough_and_covers_every_refusal():
+def test_corpus_is_big_enough_and_covers_every_refusal() -> None:
     assert len(CASES) >= 40
     assert CORPUS["label"] == "reqstate/v1 call-context-jcs"
     reasons = {c.get("reason") for c in CASES}
@@ -29,7 +30,7 @@ def test_corpus_is_big_enough_and_covers_every_refusal():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_corpus_case(case):
+def test_corpus_case(case: dict[str, Any]) -> None:
     args = (case["principal"], case["audience"], case["method"], case["arguments_json"])
     if "refused" in case:
         assert case["refused"] == "invalid_argument"
@@ -47,7 +48,7 @@ def test_corpus_case(case):
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "refused" not in c], ids=lambda c: c["name"])
-def test_from_value_agrees_with_the_text(case):
+def test_from_value_agrees_with_the_text(case: dict[str, Any]) -> None:
     value = json.loads(case["arguments_json"])
     got = call_context_from_value(case["principal"], case["audience"], case["method"], value)
     assert got.hex() == case["context"]
@@ -65,19 +66,19 @@ def test_from_value_agrees_with_the_text(case):
         ({"x": object()}, "not_json"),
     ],
 )
-def test_from_value_refuses(value, reason):
+def test_from_value_refuses(value: Any, reason: str) -> None:
     with pytest.raises(InvalidArgumentError) as e:
         call_context_from_value("u", "a", "m", value)
     assert e.value.reason == reason
 
 
-def test_raw_lone_surrogate_in_text_is_refused():
+def test_raw_lone_surrogate_in_text_is_refused() -> None:
     with pytest.raises(InvalidArgumentError) as e:
         call_context("u", "a", "m", '{"s":"\ud800"}')
     assert e.value.reason == "lone_surrogate"
 
 
-def test_huge_exponents_are_numbers_not_syntax_errors():
+def test_huge_exponents_are_numbers_not_syntax_errors() -> None:
     assert canonical_json("0e" + "9" * 5000) == "0"
     for text in ("1e-" + "9" * 5000, "1e" + "9" * 5000):
         with pytest.raises(InvalidArgumentError) as e:
@@ -85,7 +86,7 @@ def test_huge_exponents_are_numbers_not_syntax_errors():
         assert e.value.reason == "inexact_number"
 
 
-def test_very_deep_nesting_is_refused_not_a_crash():
+def test_very_deep_nesting_is_refused_not_a_crash() -> None:
     assert canonical_json("[" * MAX_ARGUMENTS_DEPTH + "]" * MAX_ARGUMENTS_DEPTH)
     with pytest.raises(InvalidArgumentError) as e:
         canonical_json("[" * 100_000 + "]" * 100_000)

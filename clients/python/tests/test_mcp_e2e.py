@@ -31,7 +31,7 @@ from mcp_types import (
     TextContent,
 )
 
-from reqstate_client import KeyStatus, Reason, TransportError
+from reqstate_client import KeyList, KeyStatus, Reason, TransportError
 from reqstate_client.mcp import DEFAULT_AAD, SidecarCodec
 
 EXAMPLE = PACKAGE_ROOT / "examples" / "increase_counter_server.py"
@@ -101,7 +101,14 @@ class RecordingCodec(SidecarCodec):
 
 def _server_with(codec: SidecarCodec) -> MCPServer:
     """The example's server, with a given codec (to observe it)."""
-    return example.build_server(codec.client.target, codec=codec)
+    server: MCPServer = example.build_server(codec.client.target, codec=codec)
+    return server
+
+
+def _status(keys: KeyList, key_id: int) -> KeyStatus | None:
+    """The status of key `key_id`, None when the sidecar does not hold it."""
+    key = keys.get(key_id)
+    return None if key is None else key.status
 
 
 def run(fn: Callable[[], Any]) -> Any:
@@ -247,7 +254,7 @@ def test_codec_fails_closed_on_every_failure(sidecar: Sidecar, dead_unix_target:
             with pytest.raises(InvalidRequestState):
                 codec.unseal(bad)
         with pytest.raises(InvalidRequestState):
-            codec.unseal(None)  # type: ignore[arg-type]
+            codec.unseal(None)  # type: ignore[arg-type]  # deliberately not a str: refused at run time too
     with SidecarCodec(sidecar.unix_target, AUTH_TOKEN, aad=b"other") as other:
         with pytest.raises(InvalidRequestState, match=Reason.AUTHENTICATION_FAILED.code):
             other.unseal(token)
@@ -274,7 +281,7 @@ def test_key_rotation_between_rounds(fresh_sidecar: Sidecar) -> None:
         out = sidecar.keys_cli("new")
         assert "key 2" in out, out
         sidecar.sighup()
-        sidecar.wait_for_keys("key 2 active", lambda k: k.get(2) is not None and k.get(2).status is KeyStatus.ACTIVE)
+        sidecar.wait_for_keys("key 2 active", lambda k: _status(k, 2) is KeyStatus.ACTIVE)
         sidecar.keys_cli("promote", "2")
         sidecar.sighup()
         sidecar.wait_for_keys("key 2 primary", lambda k: k.primary is not None and k.primary.id == 2)
@@ -292,12 +299,12 @@ def test_key_rotation_between_rounds(fresh_sidecar: Sidecar) -> None:
     assert [key for _, key in codec.sealed] == [1, 2]
     assert codec.opened == [1, 2]
     keys = sidecar.wait_for_keys("rotation done", lambda k: k.primary is not None and k.primary.id == 2)
-    assert keys.get(1) is not None and keys.get(1).status is KeyStatus.ACTIVE
+    assert _status(keys, 1) is KeyStatus.ACTIVE
 
     # Retiring key 1 cuts its tokens off at once: round 1's state is refused now.
     sidecar.keys_cli("retire", "1")
     sidecar.sighup()
-    sidecar.wait_for_keys("key 1 retired", lambda k: k.get(1) is not None and k.get(1).status is KeyStatus.RETIRED)
+    sidecar.wait_for_keys("key 1 retired", lambda k: _status(k, 1) is KeyStatus.RETIRED)
     round_one_state = codec.sealed[0][0]
     with sidecar.client() as client:
         assert client.unseal(round_one_state, aad=DEFAULT_AAD).reason is Reason.RETIRED_KEY

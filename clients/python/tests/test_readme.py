@@ -7,6 +7,8 @@ import re
 import pytest
 from conftest import AUTH_TOKEN, PACKAGE_ROOT, Sidecar
 
+from reqstate_client.mcp import SidecarCodec
+
 
 def _snippets() -> list[str]:
     text = (PACKAGE_ROOT / "README.md").read_text(encoding="utf-8")
@@ -27,6 +29,7 @@ def test_readme_snippet_runs(sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch, 
     exec(compile(_snippets()[index], f"README.md snippet {index}", "exec"), namespace)
     if index == 1:
         codec = namespace["codec"]
-        token = codec.seal(b"payload")  # type: ignore[attr-defined]
-        assert codec.unseal(token) == b"payload"  # type: ignore[attr-defined]
-        codec.close()  # type: ignore[attr-defined]
+        assert isinstance(codec, SidecarCodec)
+        token = codec.seal(b"payload")
+        assert codec.unseal(token) == b"payload"
+        codec.close()

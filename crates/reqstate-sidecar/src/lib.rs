@@ -16,8 +16,8 @@
 //! - [`serve`]: assembly, signals and draining.
 //! - [`keys`], [`local`]: the key tooling and local mint/verify/inspect.
 
+// The other lints are declared once, in the workspace's `[workspace.lints]`.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod call_gate;
 pub mod config;

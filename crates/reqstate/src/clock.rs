@@ -50,6 +50,7 @@ impl Clock for FixedClock {
 
 /// The operating system's wall clock.
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -67,6 +68,7 @@ impl Clock for SystemClock {
 /// Each call is one system call. It is not buffered, so a forked child can
 /// never replay its parent's random bytes.
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 #[derive(Debug)]
 pub struct OsRandom(ring::rand::SystemRandom);
 
@@ -78,6 +80,7 @@ impl Default for OsRandom {
 }
 
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 impl OsRandom {
     /// The system random source.
     pub fn new() -> Self {
@@ -110,6 +113,7 @@ impl SecureRandom for OsRandom {
 /// from the pool as they are handed out, and the pool is wiped when its thread
 /// exits. Requests over 64 bytes (key generation) go straight to the OS.
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BufferedRandom;
 

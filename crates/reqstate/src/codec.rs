@@ -229,6 +229,7 @@ impl Codec {
     /// (drawn through the per-thread pool of [`crate::BufferedRandom`]; nonces
     /// are hedged, so a cloned pool cannot repeat a nonce for another message).
     #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn new(keyring: Keyring) -> Self {
         Self::with_parts(
             keyring,

@@ -427,6 +427,7 @@ impl Keyring {
     /// so a keyring and its secrets can move together, as in a Kubernetes
     /// Secret volume.
     #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn from_toml_in_dir(source: &str, dir: &std::path::Path) -> Result<Self, Error> {
         crate::keyring_file::parse(source, Some(dir))
     }

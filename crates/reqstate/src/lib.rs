@@ -57,9 +57,12 @@
 //!   (`ring` needs SSE2; `sha2`'s SHA-NI backend does not build there).
 
 #![cfg_attr(not(feature = "std"), no_std)]
+// A project rule, stronger than the workspace's `unsafe_code = "deny"`: no
+// `#[allow]` can bring unsafe code into the core. The other lints are declared
+// once, in the workspace's `[workspace.lints]`.
 #![forbid(unsafe_code)]
-#![deny(clippy::mem_forget)]
-#![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs`: std-only items are labelled "std".
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 extern crate alloc;
 

@@ -48,6 +48,7 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+"""The package's version, its one source: pyproject.toml reads it from here."""
 
 __all__ = [
     "DEFAULT_TIMEOUT",

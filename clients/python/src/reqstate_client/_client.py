@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -29,7 +29,8 @@ from .errors import ReqstateError, TransportError, from_rpc_error
 DEFAULT_TIMEOUT = 5.0
 """Seconds a call may take, connection included, unless `timeout=` says otherwise."""
 
-_T = TypeVar("_T")
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 _HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
@@ -97,6 +98,25 @@ def _verified(response: pb.VerifyResponse) -> Verified:
     )
 
 
+class _Stub:
+    """`reqstate_pb2_grpc.RequestStateStub` with its methods typed.
+
+    grpcio-tools generates no stubs for the `_grpc` module: its methods are
+    untyped attributes. Naming their request and response messages here lets
+    mypy check every call against reqstate_pb2.pyi.
+    """
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        stub = pb_grpc.RequestStateStub(channel)
+        self.Mint: grpc.UnaryUnaryMultiCallable[pb.MintRequest, pb.MintResponse] = stub.Mint
+        self.Verify: grpc.UnaryUnaryMultiCallable[pb.VerifyRequest, pb.VerifyResponse] = stub.Verify
+        self.MintBatch: grpc.UnaryUnaryMultiCallable[pb.MintBatchRequest, pb.MintBatchResponse] = stub.MintBatch
+        self.VerifyBatch: grpc.UnaryUnaryMultiCallable[pb.VerifyBatchRequest, pb.VerifyBatchResponse] = stub.VerifyBatch
+        self.Seal: grpc.UnaryUnaryMultiCallable[pb.SealRequest, pb.SealResponse] = stub.Seal
+        self.Unseal: grpc.UnaryUnaryMultiCallable[pb.UnsealRequest, pb.UnsealResponse] = stub.Unseal
+        self.ListKeys: grpc.UnaryUnaryMultiCallable[pb.ListKeysRequest, pb.ListKeysResponse] = stub.ListKeys
+
+
 class Client:
     """A client of one reqstate sidecar.
 
@@ -137,11 +157,12 @@ class Client:
             self._channel = grpc.insecure_channel(self._grpc_target, options=channel_options)
         else:
             self._channel = grpc.secure_channel(self._grpc_target, credentials, options=channel_options)
-        self._stub = pb_grpc.RequestStateStub(self._channel)
+        self._stub = _Stub(self._channel)
         self._metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token is not None else ()
         )
-        self._health = self._channel.unary_unary(_HEALTH_CHECK)
+        # Raw bytes both ways: no serializers, so grpcio passes them through.
+        self._health: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._channel.unary_unary(_HEALTH_CHECK)
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -163,7 +184,13 @@ class Client:
 
     # -- plumbing ----------------------------------------------------------
 
-    def _call(self, rpc: str, method: Callable[..., _T], request: Any, timeout: float | None) -> _T:
+    def _call(
+        self,
+        rpc: str,
+        method: grpc.UnaryUnaryMultiCallable[_Request, _Response],
+        request: _Request,
+        timeout: float | None,
+    ) -> _Response:
         if self._closed:
             raise TransportError(f"reqstate {rpc} via {self.target}: the client is closed")
         try:

@@ -79,11 +79,18 @@ REASON_TRAILER = "reqstate-reason"
 
 def from_rpc_error(rpc: str, error: grpc.RpcError, target: str) -> ReqstateError:
     """The ReqstateError for a failed call."""
-    code = error.code() if isinstance(error, grpc.Call) else None
-    details = (error.details() if isinstance(error, grpc.Call) else None) or ""
-    reason = None
-    if isinstance(error, grpc.Call):
-        for key, value in error.trailing_metadata() or ():
+    # grpcio's own failures are both RpcError and Call, but a bare RpcError
+    # (from an interceptor, say) has no code(), details() or trailers: ask
+    # the object, not its static type (the grpcio stubs give every RpcError
+    # a code()).
+    call: object = error
+    code: grpc.StatusCode | None = None
+    details = ""
+    reason: Reason | None = None
+    if isinstance(call, grpc.Call):
+        code = call.code()
+        details = call.details() or ""
+        for key, value in call.trailing_metadata() or ():
             if key == REASON_TRAILER:
                 reason = Reason.from_code(value if isinstance(value, str) else value.decode("ascii", "replace"))
     cls = _BY_CODE.get(code, ReqstateError) if code is not None else TransportError

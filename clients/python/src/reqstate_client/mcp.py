@@ -79,7 +79,10 @@ class SidecarCodec:
         if not isinstance(aad, bytes | bytearray):
             raise TypeError("aad must be bytes")
         self._owns_client = client is None
-        self.client = client if client is not None else Client(target, token, timeout, **client_options)  # type: ignore[arg-type]
+        if client is None:
+            assert target is not None  # exactly one of them, checked above
+            client = Client(target, token, timeout, **client_options)
+        self.client = client
         self.aad = bytes(aad)
         self.timeout = timeout
         self.last_key_id: int | None = None
