@@ -35,37 +35,34 @@ const INLINE_AD_LEN: usize = 256;
 /// `f` as one slice (ring takes the AEAD's associated data contiguous).
 fn with_associated_data<R>(prefix: &[u8], binding: Binding<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
     let len = prefix.len() + 8 + binding.tool.len() + binding.context.len();
-    let parts: [&[u8]; 5] = [
-        prefix,
-        &len_be(binding.tool),
-        binding.tool,
-        &len_be(binding.context),
-        binding.context,
-    ];
     if len <= INLINE_AD_LEN {
         let mut buf = [0u8; INLINE_AD_LEN];
         let mut at = 0;
-        for part in parts {
+        for_each_ad_part(prefix, binding, |part| {
             buf[at..at + part.len()].copy_from_slice(part);
             at += part.len();
-        }
+        });
         f(&buf[..len])
     } else {
         let mut ad = Vec::with_capacity(len);
-        for part in parts {
-            ad.extend_from_slice(part);
-        }
+        for_each_ad_part(prefix, binding, |part| ad.extend_from_slice(part));
         f(&ad)
     }
 }
 
+/// Hands the five parts of `A` to `update` in order: what every MAC and the
+/// AEAD authenticate, written once.
+fn for_each_ad_part(prefix: &[u8], binding: Binding<'_>, mut update: impl FnMut(&[u8])) {
+    update(prefix);
+    update(&len_be(binding.tool));
+    update(binding.tool);
+    update(&len_be(binding.context));
+    update(binding.context);
+}
+
 fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Binding<'_>, body: &[u8]) -> hmac::Tag {
     let mut ctx = hmac::Context::with_key(key);
-    ctx.update(prefix);
-    ctx.update(&len_be(binding.tool));
-    ctx.update(binding.tool);
-    ctx.update(&len_be(binding.context));
-    ctx.update(binding.context);
+    for_each_ad_part(prefix, binding, |part| ctx.update(part));
     ctx.update(body);
     ctx.sign()
 }
@@ -124,11 +121,7 @@ fn hedged_nonce(
     use ::hmac::Mac as _;
     let mut mac = nonce_key.clone();
     mac.update(random);
-    mac.update(prefix);
-    mac.update(&len_be(binding.tool));
-    mac.update(binding.tool);
-    mac.update(&len_be(binding.context));
-    mac.update(binding.context);
+    for_each_ad_part(prefix, binding, |part| mac.update(part));
     mac.update(body);
     let mut nonce = [0u8; XNONCE_LEN];
     nonce.copy_from_slice(&mac.finalize().into_bytes()[..XNONCE_LEN]);
