@@ -6,6 +6,9 @@
 //! `REQSTATE_WRITE_VECTORS=1 cargo test --test core_call_context` rewrites the
 //! file from the cases below; without it the file must match them exactly.
 
+#[path = "support/golden.rs"]
+mod golden;
+
 use reqstate::Error;
 use serde::{Deserialize, Serialize};
 
@@ -378,22 +381,12 @@ fn generate() -> File {
 }
 
 fn load() -> File {
-    let text = std::fs::read_to_string(VECTORS_PATH).expect("read tests/vectors/call_context.json");
-    serde_json::from_str(&text).expect("parse tests/vectors/call_context.json")
+    golden::load(VECTORS_PATH)
 }
 
 #[test]
 fn vectors_file_matches_the_definitions() {
-    let generated = generate();
-    if std::env::var_os("REQSTATE_WRITE_VECTORS").is_some() {
-        let text = serde_json::to_string_pretty(&generated).expect("serialize") + "\n";
-        std::fs::write(VECTORS_PATH, text).expect("write vectors");
-    }
-    assert_eq!(
-        load(),
-        generated,
-        "tests/vectors/call_context.json is stale: see this file's header"
-    );
+    golden::check(VECTORS_PATH, &generate());
 }
 
 #[test]

@@ -5,6 +5,9 @@
 //! `REQSTATE_WRITE_VECTORS=1 cargo test --test core_vectors` rewrites the file
 //! from the definitions below; without it the file must match them exactly.
 
+#[path = "support/golden.rs"]
+mod golden;
+
 use std::time::Duration;
 
 use reqstate::{
@@ -2099,24 +2102,14 @@ fn hkdf_label(k: &VectorKey, label: &str) -> [u8; 32] {
 }
 
 fn load() -> VectorFile {
-    let text = std::fs::read_to_string(VECTORS_PATH).expect("tests/vectors/v1.json is readable");
-    serde_json::from_str(&text).expect("tests/vectors/v1.json parses")
+    golden::load(VECTORS_PATH)
 }
 
 // ---- Tests.
 
 #[test]
 fn vector_file_matches_its_definitions() {
-    let generated = generate();
-    if std::env::var_os("REQSTATE_WRITE_VECTORS").is_some() {
-        let text = serde_json::to_string_pretty(&generated).expect("serialize") + "\n";
-        std::fs::write(VECTORS_PATH, text).expect("write vectors");
-    }
-    assert_eq!(
-        load(),
-        generated,
-        "tests/vectors/v1.json is stale: see this file's header"
-    );
+    golden::check(VECTORS_PATH, &generate());
 }
 
 #[test]

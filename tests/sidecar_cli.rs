@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sidecar_process::{BIN, TestResult, free_port, keyring_toml, run_cli, write_private};
+use sidecar_process::{
+    BIN, KillOnDrop, TestResult, free_port, keyring_toml, run_cli, write_private,
+};
 
 fn stdout_json(out: &std::process::Output) -> TestResult<serde_json::Value> {
     Ok(serde_json::from_slice(&out.stdout).map_err(|e| {
@@ -375,13 +377,6 @@ async fn serve_dev_prints_a_grpcurl_example_and_serves() -> TestResult {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let addr = format!("127.0.0.1:{port}").parse()?;
     let channel = sidecar_process::eventually(Duration::from_secs(30), "dev sidecar", || async {
         Ok(sidecar_process::tcp_channel(addr).await.ok())
@@ -500,13 +495,6 @@ async fn serve_reads_every_setting_from_reqstate_environment_variables() -> Test
     assert_eq!(refused.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("chmod 600"));
 
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let _child = KillOnDrop(serve("true")?);
     let channel = sidecar_process::eventually(Duration::from_secs(30), "env sidecar", || async {
         Ok(sidecar_process::unix_channel(&socket).await.ok())

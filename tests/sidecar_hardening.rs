@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use reqstate_proto::v1 as pb;
 use reqstate_sidecar::call_gate::{DEFAULT_MAX_HEALTH_CALLS, max_health_watches};
 use sidecar_process::{
-    BIN, Sidecar, SidecarOptions, TestResult, free_port, keyring_toml, with_bearer, write_private,
+    BIN, KillOnDrop, Sidecar, SidecarOptions, TestResult, free_port, keyring_toml, with_bearer,
+    write_private,
 };
 use tonic::Code;
 use tonic::codegen::http;
@@ -236,13 +237,6 @@ async fn unix_socket_under_umask_000_in_a_shared_directory_is_owner_only() -> Te
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let _guard = KillOnDrop(child);
     let channel = sidecar_process::eventually(Duration::from_secs(30), "umask sidecar", || async {
         Ok(sidecar_process::unix_channel(&socket).await.ok())

@@ -289,6 +289,17 @@ impl Sidecar {
     }
 }
 
+/// A child process killed and reaped when dropped, so a failing test never
+/// leaves a sidecar running.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for Sidecar {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
