@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use reqstate::{
-    Algorithm, BufferedRandom, Codec, KeyId, KeySpec, KeyStatus, Keyring, OsRandom, Policy,
-    SecureRandom, SystemClock,
+    Algorithm, Binding, BufferedRandom, Codec, KeyId, KeySpec, KeyStatus, Keyring, OsRandom,
+    Policy, SecureRandom, SystemClock,
 };
 use ring::{aead, hmac};
 use serde::{Deserialize, Serialize};
@@ -45,16 +45,23 @@ fn reference() -> Reference {
     }
 }
 
+/// The binding of a tool and context bytes, checked as `Binding` checks them.
+/// Every mint and verify measured below builds it per call, as a server does
+/// per request (and as `mint` and `verify` checked the tool and context
+/// themselves before `Binding` existed).
+fn binding<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
+}
+
 fn codec(algorithm: Algorithm) -> Codec {
     let mut secret = vec![0u8; 32];
     OsRandom::new().fill(&mut secret).expect("random");
-    let keyring = Keyring::new([KeySpec {
-        id: KeyId::new(1),
+    let keyring = Keyring::new([KeySpec::new(
+        KeyId::new(1),
         algorithm,
-        status: KeyStatus::Primary,
-        created_at: None,
-        secret: reqstate::Secret::new(secret),
-    }])
+        KeyStatus::Primary,
+        reqstate::Secret::new(secret),
+    )])
     .expect("keyring");
     Codec::with_parts(keyring, Policy::new(), SystemClock, BufferedRandom)
 }
@@ -64,8 +71,9 @@ fn codec(algorithm: Algorithm) -> Codec {
 fn authenticated_bytes(r: &Reference, algorithm: Algorithm) -> (Vec<u8>, Vec<u8>) {
     let c = codec(algorithm);
     let token = c
-        .mint(&r.tool, &r.step, &r.state, r.ttl, &r.context)
-        .expect("mint");
+        .mint(binding(&r.tool, &r.context), &r.step, &r.state, r.ttl)
+        .expect("mint")
+        .token;
     use base64::Engine as _;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
@@ -208,26 +216,27 @@ fn bench(c: &mut Criterion) {
     for algorithm in Algorithm::ALL {
         let codec = codec(algorithm);
         let token = codec
-            .mint(&r.tool, &r.step, &r.state, r.ttl, &r.context)
-            .expect("mint");
+            .mint(binding(&r.tool, &r.context), &r.step, &r.state, r.ttl)
+            .expect("mint")
+            .token;
         println!("{algorithm}: reference token is {} characters", token.len());
         g.bench_function(format!("reqstate/{algorithm}/mint"), |b| {
             b.iter(|| {
                 codec
                     .mint(
-                        black_box(&r.tool),
+                        binding(black_box(&r.tool), &r.context),
                         &r.step,
                         black_box(&r.state),
                         r.ttl,
-                        &r.context,
                     )
                     .expect("mint")
+                    .token
             })
         });
         g.bench_function(format!("reqstate/{algorithm}/verify"), |b| {
             b.iter(|| {
                 codec
-                    .verify::<Counter>(black_box(&token), &r.tool, &r.context)
+                    .verify::<Counter>(black_box(&token), binding(&r.tool, &r.context))
                     .expect("verify")
             })
         });
@@ -291,9 +300,16 @@ fn contenders(r: &Reference) -> Vec<Contender> {
             } else {
                 "reqstate xchacha20-poly1305"
             },
-            mint: Box::new(move || c.mint(&tool, &step, &state, ttl, &ctx).expect("mint")),
+            mint: Box::new(move || {
+                c.mint(binding(&tool, &ctx), &step, &state, ttl)
+                    .expect("mint")
+                    .token
+            }),
             verify: Box::new(move |t| {
-                black_box(c2.verify::<Counter>(t, &tool2, &ctx2).expect("verify"));
+                black_box(
+                    c2.verify::<Counter>(t, binding(&tool2, &ctx2))
+                        .expect("verify"),
+                );
             }),
         });
     }

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use reqstate::{Algorithm, Codec, Keyring, OsRandom};
+use reqstate::{Algorithm, Binding, Codec, Keyring, OsRandom};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -35,35 +35,36 @@ fn handle(codec: &Codec, principal: &str, params: &Value) -> Result<Value, reqst
     // Bind every token to this caller, this server and these exact arguments.
     let context =
         reqstate::call_context_from_value(principal, "counter-server", "tools/call", arguments)?;
+    let binding = Binding::new(TOOL, &context)?;
     let current = arguments["current"].as_i64().unwrap_or(0);
     let answers = &params["inputResponses"];
 
     let Some(token) = params["requestState"].as_str() else {
         // Round 1: ask for the amount, carrying the current value.
-        let state = codec.mint(TOOL, "amount", &AmountState { current }, TTL, &context)?;
+        let minted = codec.mint(binding, "amount", &AmountState { current }, TTL)?;
         return Ok(input_required(
             "amount",
             "By how much should the counter increase?",
             "number",
-            state,
+            minted.token,
         ));
     };
 
     if let Some(amount) = answers["amount"]["content"]["amount"].as_i64() {
         // Round 2: the amount arrived; check the state, then ask to confirm.
-        let v = codec.verify_step::<AmountState>(token, TOOL, "amount", &context)?;
+        let v = codec.verify::<AmountState>(token, binding.step("amount"))?;
         let next = ConfirmState {
             current: v.state.current,
             amount,
         };
         let message = format!("Increase {} by {amount}?", next.current);
-        let state = codec.mint(TOOL, "confirm", &next, TTL, &context)?;
-        return Ok(input_required("confirm", &message, "boolean", state));
+        let minted = codec.mint(binding, "confirm", &next, TTL)?;
+        return Ok(input_required("confirm", &message, "boolean", minted.token));
     }
 
     // Round 3: the confirmation arrived; the amount comes from the verified state,
     // not from anything the client sent in this round.
-    let v = codec.verify_step::<ConfirmState>(token, TOOL, "confirm", &context)?;
+    let v = codec.verify::<ConfirmState>(token, binding.step("confirm"))?;
     let confirmed = answers["confirm"]["content"]["confirm"].as_bool() == Some(true);
     let text = if confirmed {
         format!("Counter is now {}", v.state.current + v.state.amount)

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use reqstate::{
-    Algorithm, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, OsRandom, Policy,
-    Secret, call_context,
+    Algorithm, Binding, CallContext, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
+    MintError, OsRandom, Policy, Refusal, Secret, call_context,
 };
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -14,13 +14,22 @@ const NOW: u64 = 1_764_460_800;
 const TTL: Duration = Duration::from_secs(600);
 
 fn spec(id: u32, algorithm: Algorithm, status: KeyStatus, byte: u8) -> KeySpec {
-    KeySpec {
-        id: KeyId::new(id),
+    KeySpec::new(
+        KeyId::new(id),
         algorithm,
         status,
-        created_at: None,
-        secret: Secret::new(vec![byte; 32]),
-    }
+        Secret::new(vec![byte; 32]),
+    )
+}
+
+/// The binding of `tool` to `context` bytes.
+fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
+}
+
+/// The binding of `tool` to a call context.
+fn bind_call<'a>(tool: &'a str, context: &'a CallContext) -> Binding<'a> {
+    Binding::new(tool, context).expect("binding")
 }
 
 /// Keys 1 (HMAC, primary), 2 (XChaCha, active), 3 (XChaCha, retired).
@@ -45,8 +54,9 @@ fn minted_under(id: u32, algorithm: Algorithm, byte: u8, now: u64) -> String {
         FixedClock(now),
         OsRandom::new(),
     )
-    .mint("t", "s", &1u8, TTL, b"ctx")
+    .mint(bind("t", b"ctx"), "s", &1u8, TTL)
     .expect("mint")
+    .token
 }
 
 fn with_raw(token: &str, edit: impl FnOnce(&mut Vec<u8>)) -> String {
@@ -64,19 +74,19 @@ fn algorithm_confusion_is_refused_both_ways() {
         r[0] = 0x11;
         r[1] = 1;
     });
-    assert!(c.verify::<u8>(&as_hmac, "t", b"ctx").is_err());
+    assert!(c.verify::<u8>(&as_hmac, bind("t", b"ctx")).is_err());
     let hmac = minted_under(1, Algorithm::HmacSha256, 1, NOW);
     let as_aead = with_raw(&hmac, |r| r[0] = 0x12);
     // Too short to hold a nonce (FORMAT.md §8 step 5), or refused by the key.
     assert!(matches!(
-        c.verify::<u8>(&as_aead, "t", b"ctx"),
-        Err(Error::AlgorithmMismatch { .. } | Error::Malformed(_))
+        c.verify::<u8>(&as_aead, bind("t", b"ctx")),
+        Err(Refusal::AlgorithmMismatch { .. } | Refusal::Malformed(_))
     ));
     // Pointing an HMAC token at the XChaCha key 2 is refused before any crypto.
     let redirected = with_raw(&hmac, |r| r[1] = 2);
     assert!(matches!(
-        c.verify::<u8>(&redirected, "t", b"ctx"),
-        Err(Error::AlgorithmMismatch { .. })
+        c.verify::<u8>(&redirected, bind("t", b"ctx")),
+        Err(Refusal::AlgorithmMismatch { .. })
     ));
 }
 
@@ -103,12 +113,12 @@ fn key_id_injection_finds_nothing() {
         b"",
     ] {
         let err = c
-            .verify::<u8>(&forged(kid), "t", b"ctx")
+            .verify::<u8>(&forged(kid), bind("t", b"ctx"))
             .expect_err("accepted");
         assert!(
             matches!(
                 err,
-                Error::UnknownKey(_) | Error::Malformed(_) | Error::AuthenticationFailed
+                Refusal::UnknownKey(_) | Refusal::Malformed(_) | Refusal::AuthenticationFailed
             ),
             "{kid:?}: {err:?}"
         );
@@ -120,8 +130,8 @@ fn a_token_of_a_key_the_ring_lacks_is_unknown_not_tried() {
     let c = ring_at(NOW);
     let stranger = minted_under(9, Algorithm::HmacSha256, 1, NOW);
     assert_eq!(
-        c.verify::<u8>(&stranger, "t", b"ctx"),
-        Err(Error::UnknownKey(KeyId::new(9)))
+        c.verify::<u8>(&stranger, bind("t", b"ctx")),
+        Err(Refusal::UnknownKey(KeyId::new(9)))
     );
 }
 
@@ -129,12 +139,12 @@ fn a_token_of_a_key_the_ring_lacks_is_unknown_not_tried() {
 fn absurd_expiry_is_refused_at_mint_and_verify() {
     let c = ring_at(NOW);
     assert!(matches!(
-        c.mint("t", "s", &1u8, Duration::from_secs(u64::MAX), b""),
-        Err(Error::LifetimeTooLong { .. })
+        c.mint(bind("t", b""), "s", &1u8, Duration::from_secs(u64::MAX)),
+        Err(MintError::LifetimeTooLong { .. })
     ));
     assert!(matches!(
-        c.mint("t", "s", &1u8, Duration::ZERO, b""),
-        Err(Error::InvalidArgument(_))
+        c.mint(bind("t", b""), "s", &1u8, Duration::ZERO),
+        Err(MintError::InvalidArgument(_))
     ));
     // A genuine token minted under a looser policy (30 days) meets the default one.
     let loose = Codec::with_parts(
@@ -146,11 +156,12 @@ fn absurd_expiry_is_refused_at_mint_and_verify() {
         OsRandom::new(),
     );
     let long = loose
-        .mint("t", "s", &1u8, Duration::from_secs(30 * 86_400), b"")
-        .expect("mint");
+        .mint(bind("t", b""), "s", &1u8, Duration::from_secs(30 * 86_400))
+        .expect("mint")
+        .token;
     assert!(matches!(
-        c.verify::<u8>(&long, "t", b""),
-        Err(Error::LifetimeTooLong { .. })
+        c.verify::<u8>(&long, bind("t", b"")),
+        Err(Refusal::LifetimeTooLong { .. })
     ));
 }
 
@@ -159,15 +170,23 @@ fn clock_skew_is_bounded_both_ways() {
     let token = minted_under(1, Algorithm::HmacSha256, 1, NOW);
     // The verifier's clock behind the minter's by more than the leeway.
     assert!(matches!(
-        ring_at(NOW - 61).verify::<u8>(&token, "t", b"ctx"),
-        Err(Error::NotYetValid { .. })
+        ring_at(NOW - 61).verify::<u8>(&token, bind("t", b"ctx")),
+        Err(Refusal::NotYetValid { .. })
     ));
-    assert!(ring_at(NOW - 60).verify::<u8>(&token, "t", b"ctx").is_ok());
+    assert!(
+        ring_at(NOW - 60)
+            .verify::<u8>(&token, bind("t", b"ctx"))
+            .is_ok()
+    );
     // Ahead: the token expires at NOW + 600, accepted until the leeway is spent.
-    assert!(ring_at(NOW + 659).verify::<u8>(&token, "t", b"ctx").is_ok());
+    assert!(
+        ring_at(NOW + 659)
+            .verify::<u8>(&token, bind("t", b"ctx"))
+            .is_ok()
+    );
     assert!(matches!(
-        ring_at(NOW + 660).verify::<u8>(&token, "t", b"ctx"),
-        Err(Error::Expired { .. })
+        ring_at(NOW + 660).verify::<u8>(&token, bind("t", b"ctx")),
+        Err(Refusal::Expired { .. })
     ));
 }
 
@@ -177,8 +196,8 @@ fn oversized_tokens_are_refused_before_decoding() {
     for len in [8193, 100_000, 10_000_000] {
         // Not even valid base64: the length check comes first.
         assert!(matches!(
-            c.verify::<u8>(&"!".repeat(len), "t", b""),
-            Err(Error::TooLarge { .. })
+            c.verify::<u8>(&"!".repeat(len), bind("t", b"")),
+            Err(Refusal::TooLarge { .. })
         ));
     }
 }
@@ -191,8 +210,8 @@ fn deep_cbor_nesting_is_refused_at_mint() {
         deep = serde_json::json!([deep]);
     }
     assert!(matches!(
-        c.mint("t", "s", &deep, TTL, b""),
-        Err(Error::StateEncoding(_))
+        c.mint(bind("t", b""), "s", &deep, TTL),
+        Err(MintError::StateEncoding(_))
     ));
 }
 
@@ -209,7 +228,7 @@ fn non_canonical_base64_is_refused() {
     ] {
         if variant != token {
             assert!(
-                c.verify::<u8>(&variant, "t", b"ctx").is_err(),
+                c.verify::<u8>(&variant, bind("t", b"ctx")).is_err(),
                 "{variant:?}"
             );
         }
@@ -221,8 +240,8 @@ fn tokens_of_a_retired_key_are_refused() {
     let c = ring_at(NOW);
     let old = minted_under(3, Algorithm::XChaCha20Poly1305, 3, NOW);
     assert_eq!(
-        c.verify::<u8>(&old, "t", b"ctx"),
-        Err(Error::RetiredKey(KeyId::new(3)))
+        c.verify::<u8>(&old, bind("t", b"ctx")),
+        Err(Refusal::RetiredKey(KeyId::new(3)))
     );
 }
 
@@ -230,11 +249,12 @@ fn tokens_of_a_retired_key_are_refused() {
 fn a_token_for_tool_a_replayed_to_tool_b_fails() {
     let c = ring_at(NOW);
     let token = c
-        .mint("read-balance", "s", &1u8, TTL, b"ctx")
-        .expect("mint");
+        .mint(bind("read-balance", b"ctx"), "s", &1u8, TTL)
+        .expect("mint")
+        .token;
     assert_eq!(
-        c.verify::<u8>(&token, "transfer-funds", b"ctx"),
-        Err(Error::AuthenticationFailed)
+        c.verify::<u8>(&token, bind("transfer-funds", b"ctx")),
+        Err(Refusal::AuthenticationFailed)
     );
 }
 
@@ -245,20 +265,24 @@ fn a_token_for_principal_a_replayed_by_principal_b_fails() {
     let alice = call_context("alice", "bank", "tools/call", args).expect("context");
     let bob = call_context("bob", "bank", "tools/call", args).expect("context");
     let token = c
-        .mint("transfer-funds", "confirm", &1u8, TTL, &alice)
-        .expect("mint");
+        .mint(bind_call("transfer-funds", &alice), "confirm", &1u8, TTL)
+        .expect("mint")
+        .token;
     assert_eq!(
-        c.verify::<u8>(&token, "transfer-funds", &bob),
-        Err(Error::AuthenticationFailed)
+        c.verify::<u8>(&token, bind_call("transfer-funds", &bob)),
+        Err(Refusal::AuthenticationFailed)
     );
     // And with the arguments changed on the retry.
     let changed =
         call_context("alice", "bank", "tools/call", r#"{"account":"B-2"}"#).expect("context");
     assert_eq!(
-        c.verify::<u8>(&token, "transfer-funds", &changed),
-        Err(Error::AuthenticationFailed)
+        c.verify::<u8>(&token, bind_call("transfer-funds", &changed)),
+        Err(Refusal::AuthenticationFailed)
     );
-    assert!(c.verify::<u8>(&token, "transfer-funds", &alice).is_ok());
+    assert!(
+        c.verify::<u8>(&token, bind_call("transfer-funds", &alice))
+            .is_ok()
+    );
 }
 
 #[test]
@@ -276,7 +300,7 @@ fn every_key_id_swap_is_rejected() {
         for id in (0u8..128).filter(|id| *id != original) {
             let swapped = with_raw(token, |r| r[1] = id);
             assert!(
-                c.verify::<u8>(&swapped, "t", b"ctx").is_err(),
+                c.verify::<u8>(&swapped, bind("t", b"ctx")).is_err(),
                 "id {id} accepted"
             );
             count += 1;
@@ -290,16 +314,20 @@ fn mint_refuses_an_expiry_that_would_overflow() {
     // Review item 11: a clock at 2^64 - ttl used to mint a token whose expiry
     // saturated, which verification then called `malformed`.
     for now in [u64::MAX, u64::MAX - 599] {
-        match ring_at(now).mint("t", "s", &1u8, TTL, b"") {
-            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("overflows"), "{msg}"),
+        match ring_at(now).mint(bind("t", b""), "s", &1u8, TTL) {
+            Err(MintError::InvalidArgument(e)) => {
+                assert!(e.message().contains("overflows"), "{e}");
+            }
             other => panic!("now = {now}: {other:?}"),
         }
     }
     // The last second at which the expiry still fits mints, and the token
     // verifies at that clock.
     let codec = ring_at(u64::MAX - 600);
-    let minted = codec.mint_detailed("t", "s", &1u8, TTL, b"").expect("mint");
+    let minted = codec.mint(bind("t", b""), "s", &1u8, TTL).expect("mint");
     assert_eq!(minted.expires_at, u64::MAX);
-    let verified = codec.verify::<u8>(&minted.token, "t", b"").expect("verify");
+    let verified = codec
+        .verify::<u8>(&minted.token, bind("t", b""))
+        .expect("verify");
     assert_eq!(verified.expires_at, u64::MAX);
 }

@@ -1,21 +1,28 @@
 //! Keyring files: what loads, and that every refusal names its line and key.
+//!
+//! The core reads no file and no environment variable: `secret_file` and
+//! `secret_env` are resolved by a `SecretSource` given to
+//! `Keyring::from_toml_with`. The sidecar's source, and what it checks, is
+//! tested in `tests/sidecar_secret_refs.rs`; here, that the core alone refuses
+//! both references without repeating them.
 
 #[path = "support/misplaced_secrets.rs"]
 mod misplaced_secrets;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::cell::RefCell;
 
-use reqstate::{Algorithm, Error, KeyId, KeyStatus, Keyring};
+use reqstate::{Algorithm, Error, KeyId, KeyStatus, Keyring, SecretRef, SecretSource};
+use zeroize::Zeroizing;
 
 const S1: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 const S2: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
 
 fn refusal(toml: &str) -> reqstate::KeyringError {
     match Keyring::from_toml(toml) {
-        Err(Error::InvalidKeyring(e)) => e,
-        Err(other) => panic!("expected InvalidKeyring, got {other:?}"),
+        Err(e) => {
+            assert_eq!(e.reason(), "invalid_keyring", "{e}");
+            e
+        }
         Ok(k) => panic!("expected a refusal, loaded {k:?}"),
     }
 }
@@ -74,8 +81,12 @@ fn two_primaries_are_refused_naming_the_second() {
     let e = refusal(&format!(
         "[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"{S1}\"\n\n[[key]]\nid = 2\nstatus = \"primary\"\nsecret = \"{S2}\"\n"
     ));
-    assert_eq!((e.line, e.key_id), (Some(6), Some(KeyId::new(2))), "{e}");
-    assert!(e.message.contains("more than one primary"), "{e}");
+    assert_eq!(
+        (e.line(), e.key_id()),
+        (Some(6), Some(KeyId::new(2))),
+        "{e}"
+    );
+    assert!(e.message().contains("more than one primary"), "{e}");
 }
 
 #[test]
@@ -83,7 +94,7 @@ fn no_primary_is_refused() {
     let e = refusal(&format!(
         "[[key]]\nid = 1\nstatus = \"active\"\nsecret = \"{S1}\"\n"
     ));
-    assert!(e.message.contains("no primary"), "{e}");
+    assert!(e.message().contains("no primary"), "{e}");
 }
 
 #[test]
@@ -91,16 +102,24 @@ fn duplicate_ids_are_refused_naming_both_lines() {
     let e = refusal(&format!(
         "[[key]]\nid = 4\nstatus = \"primary\"\nsecret = \"{S1}\"\n[[key]]\nid = 4\nstatus = \"active\"\nsecret = \"{S2}\"\n"
     ));
-    assert_eq!((e.line, e.key_id), (Some(5), Some(KeyId::new(4))), "{e}");
-    assert!(e.message.contains("line 1"), "{e}");
+    assert_eq!(
+        (e.line(), e.key_id()),
+        (Some(5), Some(KeyId::new(4))),
+        "{e}"
+    );
+    assert!(e.message().contains("line 1"), "{e}");
 }
 
 #[test]
 fn short_secrets_are_refused() {
     let e =
         refusal("[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"AAECAwQFBgcICQoLDA0ODw==\"\n");
-    assert_eq!((e.line, e.key_id), (Some(1), Some(KeyId::new(1))), "{e}");
-    assert!(e.message.contains("16 bytes"), "{e}");
+    assert_eq!(
+        (e.line(), e.key_id()),
+        (Some(1), Some(KeyId::new(1))),
+        "{e}"
+    );
+    assert!(e.message().contains("16 bytes"), "{e}");
 }
 
 #[test]
@@ -108,26 +127,26 @@ fn unknown_algorithm_status_and_fields_are_refused() {
     let e = refusal(&format!(
         "[[key]]\nid = 1\nalgorithm = \"aes-128-ecb\"\nstatus = \"primary\"\nsecret = \"{S1}\"\n"
     ));
-    assert!(e.message.contains("unknown algorithm"), "{e}");
+    assert!(e.message().contains("unknown algorithm"), "{e}");
     let e = refusal(&format!(
         "[[key]]\nid = 1\nstatus = \"main\"\nsecret = \"{S1}\"\n"
     ));
-    assert!(e.message.contains("unknown status"), "{e}");
+    assert!(e.message().contains("unknown status"), "{e}");
     let e = refusal(&format!(
         "[[key]]\nid = 1\nstatus = \"primary\"\nsecert = \"{S1}\"\n"
     ));
-    assert_eq!(e.line, Some(4), "{e}");
-    assert!(e.message.contains("secert"), "{e}");
+    assert_eq!(e.line(), Some(4), "{e}");
+    assert!(e.message().contains("secert"), "{e}");
 }
 
 #[test]
 fn secret_sources_must_be_exactly_one() {
     let e = refusal("[[key]]\nid = 1\nstatus = \"primary\"\n");
-    assert!(e.message.contains("exactly one of secret"), "{e}");
+    assert!(e.message().contains("exactly one of secret"), "{e}");
     let e = refusal(&format!(
         "[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"{S1}\"\nsecret_env = \"X\"\n"
     ));
-    assert!(e.message.contains("exactly one of secret"), "{e}");
+    assert!(e.message().contains("exactly one of secret"), "{e}");
 }
 
 #[test]
@@ -135,9 +154,9 @@ fn ids_out_of_range_and_bad_base64_are_refused() {
     let e = refusal(&format!(
         "[[key]]\nid = -1\nstatus = \"primary\"\nsecret = \"{S1}\"\n"
     ));
-    assert!(e.message.contains("not in 0..=4294967295"), "{e}");
+    assert!(e.message().contains("not in 0..=4294967295"), "{e}");
     let e = refusal("[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"not base64!\"\n");
-    assert!(e.message.contains("not valid base64"), "{e}");
+    assert!(e.message().contains("not valid base64"), "{e}");
 }
 
 #[test]
@@ -148,41 +167,110 @@ fn errors_never_echo_the_secret() {
     assert!(!shown.contains(S1), "{shown}");
 }
 
-#[test]
-fn secrets_load_from_files_and_environment() {
-    let dir = std::env::temp_dir().join(format!("reqstate-keyring-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("k1");
-    std::fs::write(&file, format!("{S1}\n")).expect("write secret");
-    // Never set (setting variables races other test threads): the refusal is the point.
-    let var = "REQSTATE_TEST_SECRET_FROM_ENV";
-    let ring = Keyring::from_toml(&format!(
-        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n[[key]]\nid = 2\nstatus = \"active\"\nsecret_env = \"{var}\"\n",
-        file.display()
-    ));
-    // The variable is unset: a clear error naming the field and the line,
-    // not the variable (a templater may have put a secret there).
-    match ring {
-        Err(Error::InvalidKeyring(e)) => {
-            assert!(e.message.contains("secret_env"), "{e}");
-            assert!(!e.to_string().contains(var), "{e}");
-            assert_eq!((e.line, e.key_id), (Some(5), Some(KeyId::new(2))), "{e}");
-        }
-        other => panic!("expected a refusal for the unset variable, got {other:?}"),
+/// A source that records what it is asked and resolves everything to `S1`.
+#[derive(Default)]
+struct Recording(RefCell<Vec<String>>);
+
+impl SecretSource for Recording {
+    fn resolve(&self, reference: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+        self.0.borrow_mut().push(format!("{reference:?}"));
+        Ok(Zeroizing::new(S1.to_owned()))
     }
-    let ring = Keyring::from_toml(&format!(
-        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n",
-        file.display()
-    ))
-    .expect("secret from file");
-    assert_eq!(ring.primary().id(), KeyId::new(1));
-    let missing =
-        refusal("[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"/nonexistent/reqstate\"\n");
-    assert!(
-        missing.message.contains("cannot read secret_file"),
-        "{missing}"
+}
+
+/// The core alone reads no file and no environment variable: `from_toml`
+/// refuses both references, pointing at `from_toml_with`, naming the line,
+/// the key and the field, and never repeating the reference (a path or a
+/// variable name that may be a secret pasted into the wrong field).
+#[test]
+fn the_core_alone_refuses_secret_references_without_repeating_them() {
+    let secret = misplaced_secrets::misplaced();
+    let needles = misplaced_secrets::needles(&secret, &misplaced_secrets::misplaced_bytes());
+    let path = "/run/secrets/reqstate-key-1";
+    let var = "REQSTATE_TEST_SECRET_FROM_ENV";
+    for (field, value, hidden) in [
+        (
+            "secret_file",
+            path,
+            vec![path.to_owned(), "reqstate-key-1".to_owned()],
+        ),
+        ("secret_env", var, vec![var.to_owned()]),
+        ("secret_file", secret.as_str(), needles.clone()),
+        ("secret_env", secret.as_str(), needles.clone()),
+    ] {
+        let toml = format!(
+            "[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"{S1}\"\n\n[[key]]\nid = 2\nstatus = \"active\"\n{field} = \"{value}\"\n"
+        );
+        let e = refusal(&toml);
+        assert_eq!(
+            (e.line(), e.key_id()),
+            (Some(6), Some(KeyId::new(2))),
+            "{field}: {e}"
+        );
+        assert!(e.message().contains(field), "{field}: {e}");
+        assert!(
+            e.message().contains("from_toml_with"),
+            "{field}: does not name from_toml_with: {e}"
+        );
+        let text = format!(
+            "{e}\n{e:?}\n{}\n{:?}",
+            Error::from(e.clone()),
+            Error::from(e.clone())
+        );
+        let found = misplaced_secrets::found_in(&text, &hidden);
+        assert!(found.is_empty(), "{field}: repeats {found:?}: {text}");
+        // With a source, the same text loads, and the source is asked for
+        // exactly that reference.
+        let source = Recording::default();
+        let ring = Keyring::from_toml_with(&toml, &source).expect("resolved by the source");
+        assert_eq!(ring.len(), 2);
+        let expected = match field {
+            "secret_file" => format!("{:?}", SecretRef::File(value)),
+            _ => format!("{:?}", SecretRef::Env(value)),
+        };
+        assert_eq!(*source.0.borrow(), [expected], "{field}");
+    }
+}
+
+/// A source's failure is reported with the field, line and key; what the
+/// source read is never repeated, nor the reference.
+#[test]
+fn a_source_failure_names_the_field_line_and_key() {
+    struct Failing;
+    impl SecretSource for Failing {
+        fn resolve(&self, _: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+            Err("cannot read: permission denied".into())
+        }
+    }
+    struct NotBase64;
+    impl SecretSource for NotBase64 {
+        fn resolve(&self, _: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+            Ok(Zeroizing::new("not base64! but secret-looking text".into()))
+        }
+    }
+    let toml = format!(
+        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"{S1}\"\n[[key]]\nid = 9\nstatus = \"active\"\nsecret_env = \"SOME_VAR\"\n"
     );
-    std::fs::remove_dir_all(&dir).ok();
+    let e = Keyring::from_toml_with(&toml, &Failing).expect_err("refused");
+    assert_eq!(
+        (e.line(), e.key_id()),
+        (Some(5), Some(KeyId::new(9))),
+        "{e}"
+    );
+    assert!(e.message().contains("secret_env"), "{e}");
+    assert!(e.message().contains("permission denied"), "{e}");
+    assert!(!e.to_string().contains("SOME_VAR"), "{e}");
+    let e = Keyring::from_toml_with(&toml, &NotBase64).expect_err("refused");
+    assert_eq!(
+        (e.line(), e.key_id()),
+        (Some(5), Some(KeyId::new(9))),
+        "{e}"
+    );
+    assert!(e.message().contains("secret_env"), "{e}");
+    assert!(e.message().contains("not valid base64"), "{e}");
+    let shown = format!("{e} {e:?}");
+    assert!(!shown.contains("secret-looking"), "{shown}");
+    assert!(!shown.contains("SOME_VAR"), "{shown}");
 }
 
 #[test]
@@ -195,52 +283,13 @@ fn secrets_are_wiped_on_drop() {
     assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
 }
 
-#[test]
-fn relative_secret_files_resolve_against_the_keyring_directory() {
-    let dir = std::env::temp_dir().join(format!("reqstate-keyring-dir-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("secrets")).expect("temp dir");
-    std::fs::write(dir.join("secrets/k1"), S1).expect("write secret");
-    let toml = "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"secrets/k1\"\n";
-    let ring = Keyring::from_toml_in_dir(toml, &dir).expect("relative to the keyring's directory");
-    assert_eq!(ring.primary().id(), KeyId::new(1));
-    // Without a directory the path is relative to the working directory, where it is not.
-    let e = refusal(toml);
-    assert!(e.message.contains("cannot read secret_file"), "{e}");
-    std::fs::remove_dir_all(&dir).ok();
-}
-
-#[test]
-fn secret_files_must_be_small_regular_files() {
-    for (path, why) in [
-        ("/dev/zero", "not a regular file"),
-        ("/", "not a regular file"),
-    ] {
-        let e = refusal(&format!(
-            "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{path}\"\n"
-        ));
-        assert!(e.message.contains(why), "{path}: {e}");
-    }
-    let dir = std::env::temp_dir().join(format!("reqstate-big-secret-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("big"), "A".repeat(10_000)).expect("write");
-    let e = refusal(&format!(
-        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n",
-        dir.join("big").display()
-    ));
-    assert!(e.message.contains("longer than 4096 bytes"), "{e}");
-    std::fs::remove_dir_all(&dir).ok();
-}
-
 /// Every way the error for `toml` can be shown.
 fn shown(toml: &str) -> Option<String> {
     match Keyring::from_toml(toml) {
         Ok(_) => None,
-        Err(e) => {
-            let inner = match &e {
-                Error::InvalidKeyring(k) => format!("{k} / {k:?} / {}", k.message),
-                _ => String::new(),
-            };
-            Some(format!("{e}\n{e:?}\n{inner}"))
+        Err(k) => {
+            let e = Error::from(k.clone());
+            Some(format!("{e}\n{e:?}\n{k} / {k:?} / {}", k.message()))
         }
     }
 }
@@ -322,92 +371,10 @@ fn errors_still_say_what_is_wrong_without_the_value() {
             .find(|(n, _)| *n == name)
             .expect("case");
         let e = refusal(&toml);
-        assert!(e.line.is_some(), "{name}: no line: {e}");
+        assert!(e.line().is_some(), "{name}: no line: {e}");
         assert!(
-            e.message.contains(field),
+            e.message().contains(field),
             "{name}: does not name {field}: {e}"
         );
     }
-}
-
-/// A `secret_file` path swapped between a regular file and a FIFO as fast as
-/// possible: a check made before opening (stat, then open) can pass on the
-/// file and open the FIFO, which blocks for ever without a writer. Loading
-/// must return every time, with the secret or with "not a regular file".
-#[test]
-fn a_secret_file_swapped_for_a_fifo_never_blocks_loading() {
-    let dir = std::env::temp_dir().join(format!("reqstate-fifo-swap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("regular"), S1).expect("write secret");
-    let made = std::process::Command::new("mkfifo")
-        .arg(dir.join("fifo"))
-        .status()
-        .expect("mkfifo");
-    assert!(made.success());
-    let target = dir.join("k");
-    std::fs::hard_link(dir.join("regular"), &target).expect("link");
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let swapper = {
-        let (dir, target, stop) = (dir.clone(), target.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                for (source, tmp) in [("fifo", "tmp-fifo"), ("regular", "tmp-regular")] {
-                    let tmp = dir.join(tmp);
-                    let _ = std::fs::remove_file(&tmp);
-                    if std::fs::hard_link(dir.join(source), &tmp).is_ok()
-                        && std::fs::rename(&tmp, &target).is_ok()
-                    {
-                        swaps += 1;
-                    }
-                }
-            }
-            swaps
-        })
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let toml = format!(
-        "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"{}\"\n",
-        target.display()
-    );
-    {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let started = Instant::now();
-            while !stop.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(3) {
-                let outcome = match Keyring::from_toml(&toml) {
-                    Ok(_) => "loaded",
-                    Err(Error::InvalidKeyring(e)) if e.message.contains("not a regular file") => {
-                        "fifo refused"
-                    }
-                    Err(_) => "other refusal",
-                };
-                if tx.send(Some(outcome)).is_err() {
-                    return;
-                }
-            }
-            let _ = tx.send(None);
-        });
-    }
-    let mut counts = std::collections::BTreeMap::new();
-    loop {
-        match rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(Some(outcome)) => *counts.entry(outcome).or_insert(0u64) += 1,
-            Ok(None) => break,
-            Err(_) => {
-                stop.store(true, Ordering::SeqCst);
-                panic!("loading the keyring blocked on the FIFO; so far {counts:?}");
-            }
-        }
-    }
-    stop.store(true, Ordering::SeqCst);
-    let swaps = swapper.join().expect("swapper");
-    println!("{swaps} swaps, loads: {counts:?}");
-    assert!(counts.get("loaded").copied().unwrap_or(0) > 0, "{counts:?}");
-    assert!(
-        counts.get("fifo refused").copied().unwrap_or(0) > 0,
-        "{counts:?}"
-    );
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -5,21 +5,26 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use reqstate::{
-    Algorithm, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, OsRandom, Policy, Secret,
+    Aad, Algorithm, Binding, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, OsRandom,
+    Policy, Secret,
 };
 
 const NOW: u64 = 1_764_460_800;
 
 fn codec(algorithm: Algorithm) -> Codec {
-    let keyring = Keyring::new([KeySpec {
-        id: KeyId::new(3),
+    let keyring = Keyring::new([KeySpec::new(
+        KeyId::new(3),
         algorithm,
-        status: KeyStatus::Primary,
-        created_at: None,
-        secret: Secret::new(vec![0x42; 32]),
-    }])
+        KeyStatus::Primary,
+        Secret::new(vec![0x42; 32]),
+    )])
     .expect("keyring");
     Codec::with_parts(keyring, Policy::new(), FixedClock(NOW), OsRandom::new())
+}
+
+/// The binding of `tool` to `context` bytes.
+fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
 }
 
 fn json_value() -> impl Strategy<Value = serde_json::Value> {
@@ -53,8 +58,12 @@ proptest! {
     ) {
         let algorithm = if hmac { Algorithm::HmacSha256 } else { Algorithm::XChaCha20Poly1305 };
         let c = codec(algorithm);
-        let minted = c.mint_detailed(&tool, &step, &state, Duration::from_secs(ttl), &context).unwrap();
-        let got = c.verify::<serde_json::Value>(&minted.token, &tool, &context).unwrap();
+        let binding = bind(&tool, &context);
+        let minted = c.mint(binding, &step, &state, Duration::from_secs(ttl)).unwrap();
+        prop_assert_eq!(minted.issued_at, NOW);
+        prop_assert_eq!(minted.expires_at, NOW + ttl);
+        prop_assert_eq!(minted.key_id, KeyId::new(3));
+        let got = c.verify::<serde_json::Value>(&minted.token, binding.step(&step)).unwrap();
         prop_assert_eq!(&got.state, &state);
         prop_assert_eq!(&got.step, &step);
         prop_assert_eq!(got.issued_at, NOW);
@@ -70,16 +79,19 @@ proptest! {
     ) {
         let algorithm = if hmac { Algorithm::HmacSha256 } else { Algorithm::XChaCha20Poly1305 };
         let c = codec(algorithm);
-        let token = c.seal(&payload, &aad).unwrap();
-        prop_assert_eq!(c.unseal(&token, &aad).unwrap(), payload);
+        let aad = Aad::new(&aad).unwrap();
+        let sealed = c.seal(&payload, aad).unwrap();
+        let unsealed = c.unseal(&sealed.token, aad).unwrap();
+        prop_assert_eq!(unsealed.payload, payload);
+        prop_assert_eq!(unsealed.key_id, sealed.key_id);
     }
 
     #[test]
     fn arbitrary_strings_never_verify_or_panic(token in ".{0,300}") {
         for algorithm in Algorithm::ALL {
             let c = codec(algorithm);
-            prop_assert!(c.verify::<serde_json::Value>(&token, "t", b"").is_err());
-            prop_assert!(c.unseal(&token, b"").is_err());
+            prop_assert!(c.verify::<serde_json::Value>(&token, bind("t", b"")).is_err());
+            prop_assert!(c.unseal(&token, Aad::EMPTY).is_err());
         }
     }
 
@@ -94,8 +106,8 @@ proptest! {
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
         for algorithm in Algorithm::ALL {
             let c = codec(algorithm);
-            prop_assert!(c.verify::<serde_json::Value>(&token, "t", b"").is_err());
-            prop_assert!(c.unseal(&token, b"").is_err());
+            prop_assert!(c.verify::<serde_json::Value>(&token, bind("t", b"")).is_err());
+            prop_assert!(c.unseal(&token, Aad::EMPTY).is_err());
         }
     }
 }
@@ -135,8 +147,8 @@ proptest! {
     #[test]
     fn any_cbor_state_round_trips_exactly(state in cbor_value()) {
         let c = codec(Algorithm::HmacSha256);
-        let token = c.mint("t", "s", &state, Duration::from_secs(60), b"").unwrap();
-        let got = c.verify::<ciborium::Value>(&token, "t", b"").unwrap();
+        let token = c.mint(bind("t", b""), "s", &state, Duration::from_secs(60)).unwrap().token;
+        let got = c.verify::<ciborium::Value>(&token, bind("t", b"")).unwrap();
         prop_assert_eq!(got.state, state);
     }
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use reqstate::{
-    Algorithm, BufferedRandom, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
-    OsRandom, Policy, Secret, SecureRandom,
+    Aad, Algorithm, Binding, BufferedRandom, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
+    OsRandom, Policy, RandomnessUnavailable, Secret, SecureRandom,
 };
 
 fn draw(source: &dyn SecureRandom) -> [u8; 24] {
@@ -76,21 +76,30 @@ fn forked_child_never_repeats_the_parents_random_bytes() {
 struct Stuck(u8);
 
 impl SecureRandom for Stuck {
-    fn fill(&self, dest: &mut [u8]) -> Result<(), Error> {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
         dest.fill(self.0);
         Ok(())
     }
 }
 
 fn xchacha_keyring() -> Keyring {
-    Keyring::new([KeySpec {
-        id: KeyId::new(7),
-        algorithm: Algorithm::XChaCha20Poly1305,
-        status: KeyStatus::Primary,
-        created_at: None,
-        secret: Secret::new(vec![0x42; 32]),
-    }])
+    Keyring::new([KeySpec::new(
+        KeyId::new(7),
+        Algorithm::XChaCha20Poly1305,
+        KeyStatus::Primary,
+        Secret::new(vec![0x42; 32]),
+    )])
     .expect("keyring")
+}
+
+/// The binding of `tool` to `context` bytes.
+fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
+}
+
+/// Associated data for a sealed payload.
+fn aad(bytes: &[u8]) -> Aad<'_> {
+    Aad::new(bytes).expect("aad")
 }
 
 /// The 24-byte nonce of an XChaCha20-Poly1305 token under key id 7 (a
@@ -112,13 +121,28 @@ fn identical_random_draws_still_give_distinct_nonces_for_distinct_messages() {
     );
     let ttl = Duration::from_secs(600);
     let ctx = [1u8; 32];
-    let base = codec.mint("t", "s", &1u32, ttl, &ctx).expect("mint");
+    let base = codec
+        .mint(bind("t", &ctx), "s", &1u32, ttl)
+        .expect("mint")
+        .token;
     // Each differs from `base` in one input: state, step, tool, context.
     let others = [
-        codec.mint("t", "s", &2u32, ttl, &ctx).expect("mint"),
-        codec.mint("t", "s2", &1u32, ttl, &ctx).expect("mint"),
-        codec.mint("t2", "s", &1u32, ttl, &ctx).expect("mint"),
-        codec.mint("t", "s", &1u32, ttl, &[2u8; 32]).expect("mint"),
+        codec
+            .mint(bind("t", &ctx), "s", &2u32, ttl)
+            .expect("mint")
+            .token,
+        codec
+            .mint(bind("t", &ctx), "s2", &1u32, ttl)
+            .expect("mint")
+            .token,
+        codec
+            .mint(bind("t2", &ctx), "s", &1u32, ttl)
+            .expect("mint")
+            .token,
+        codec
+            .mint(bind("t", &[2u8; 32]), "s", &1u32, ttl)
+            .expect("mint")
+            .token,
     ];
     let mut nonces = std::collections::HashSet::new();
     assert!(nonces.insert(nonce_of(&base)));
@@ -129,9 +153,12 @@ fn identical_random_draws_still_give_distinct_nonces_for_distinct_messages() {
         );
     }
     // Sealed payloads too.
-    let a = codec.seal(b"payload a", b"aad").expect("seal");
-    let b = codec.seal(b"payload b", b"aad").expect("seal");
-    let c = codec.seal(b"payload a", b"other aad").expect("seal");
+    let a = codec.seal(b"payload a", aad(b"aad")).expect("seal").token;
+    let b = codec.seal(b"payload b", aad(b"aad")).expect("seal").token;
+    let c = codec
+        .seal(b"payload a", aad(b"other aad"))
+        .expect("seal")
+        .token;
     for token in [&a, &b, &c] {
         assert!(
             nonces.insert(nonce_of(token)),
@@ -140,17 +167,23 @@ fn identical_random_draws_still_give_distinct_nonces_for_distinct_messages() {
     }
     // The same whole input with the same random bytes is the same token: a
     // repeat reveals only that the message repeated.
-    assert_eq!(codec.mint("t", "s", &1u32, ttl, &ctx).expect("mint"), base);
+    assert_eq!(
+        codec
+            .mint(bind("t", &ctx), "s", &1u32, ttl)
+            .expect("mint")
+            .token,
+        base
+    );
     // Every one of them verifies.
     assert_eq!(
         codec
-            .verify::<u32>(&others[0], "t", &ctx)
+            .verify::<u32>(&others[0], bind("t", &ctx))
             .expect("verify")
             .state,
         2
     );
     assert_eq!(
-        codec.unseal(&c, b"other aad").expect("unseal"),
+        codec.unseal(&c, aad(b"other aad")).expect("unseal").payload,
         b"payload a"
     );
     // And a different random draw gives a different nonce for the same message.
@@ -161,7 +194,12 @@ fn identical_random_draws_still_give_distinct_nonces_for_distinct_messages() {
         Stuck(1),
     );
     assert_ne!(
-        nonce_of(&other_draw.mint("t", "s", &1u32, ttl, &ctx).expect("mint")),
+        nonce_of(
+            &other_draw
+                .mint(bind("t", &ctx), "s", &1u32, ttl)
+                .expect("mint")
+                .token
+        ),
         nonce_of(&base)
     );
 }
@@ -241,7 +279,7 @@ fn pid_namespace_helper() {
     let ttl = Duration::from_secs(600);
     // Fill this thread's pool, leaving unused bytes buffered.
     codec
-        .mint("increase-counter", "amount", &0u32, ttl, b"warm")
+        .mint(bind("increase-counter", b"warm"), "amount", &0u32, ttl)
         .expect("mint");
     unshare(CloneFlags::CLONE_NEWPID).expect("unshare(CLONE_NEWPID)");
     let (mut reader, mut writer) = std::io::pipe().expect("pipe");
@@ -252,8 +290,9 @@ fn pid_namespace_helper() {
             let pid = std::process::id();
             let drawn = draw(&BufferedRandom);
             let token = codec
-                .mint("increase-counter", "confirm", &"child", ttl, b"ctx")
-                .expect("mint");
+                .mint(bind("increase-counter", b"ctx"), "confirm", &"child", ttl)
+                .expect("mint")
+                .token;
             let _ = writer.write_all(format!("{pid} {} {token}", hex::encode(drawn)).as_bytes());
             drop(writer);
             // SAFETY: exits without running the harness's teardown.
@@ -263,8 +302,9 @@ fn pid_namespace_helper() {
             drop(writer);
             let drawn = draw(&BufferedRandom);
             let token = codec
-                .mint("increase-counter", "confirm", &"parent", ttl, b"ctx")
-                .expect("mint");
+                .mint(bind("increase-counter", b"ctx"), "confirm", &"parent", ttl)
+                .expect("mint")
+                .token;
             let mut from_child = String::new();
             reader.read_to_string(&mut from_child).expect("child wrote");
             nix::sys::wait::waitpid(child, None).expect("waitpid");
@@ -274,7 +314,7 @@ fn pid_namespace_helper() {
             let child_token = parts.next().expect("token");
             assert!(
                 codec
-                    .verify::<String>(child_token, "increase-counter", b"ctx")
+                    .verify::<String>(child_token, bind("increase-counter", b"ctx"))
                     .is_ok()
             );
             let differ = nonce_of(&token) != nonce_of(child_token);
@@ -306,16 +346,20 @@ fn forked_child_and_parent_share_a_nonce_only_for_the_same_token() {
             .flat_map(|i| {
                 [
                     codec
-                        .mint("t", "s", &format!("{who}-{i}"), ttl, b"c")
-                        .expect("mint"),
+                        .mint(bind("t", b"c"), "s", &format!("{who}-{i}"), ttl)
+                        .expect("mint")
+                        .token,
                     codec
-                        .mint("t", "s", &format!("same-{i}"), ttl, b"c")
-                        .expect("mint"),
+                        .mint(bind("t", b"c"), "s", &format!("same-{i}"), ttl)
+                        .expect("mint")
+                        .token,
                 ]
             })
             .collect()
     };
-    codec.mint("t", "s", &"warm", ttl, b"c").expect("mint");
+    codec
+        .mint(bind("t", b"c"), "s", &"warm", ttl)
+        .expect("mint");
     let (mut reader, mut writer) = std::io::pipe().expect("pipe");
     // SAFETY: the child mints, writes to a pipe and exits at once.
     match unsafe { nix::unistd::fork() }.expect("fork") {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use reqstate::{
-    Algorithm, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, OsRandom, Policy,
-    Secret,
+    Aad, Algorithm, Binding, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, MintError,
+    Minted, OsRandom, Policy, Refusal, Secret,
 };
 use serde::{Deserialize, Serialize};
 
@@ -22,13 +22,22 @@ struct Counter {
 }
 
 fn spec(id: u32, algorithm: Algorithm, status: KeyStatus, byte: u8) -> KeySpec {
-    KeySpec {
-        id: KeyId::new(id),
+    KeySpec::new(
+        KeyId::new(id),
         algorithm,
         status,
-        created_at: None,
-        secret: Secret::new(vec![byte; 32]),
-    }
+        Secret::new(vec![byte; 32]),
+    )
+}
+
+/// The binding of `tool` to `context` bytes.
+fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
+}
+
+/// Associated data for a sealed payload.
+fn aad(bytes: &[u8]) -> Aad<'_> {
+    Aad::new(bytes).expect("aad")
 }
 
 fn codec_with(specs: Vec<KeySpec>, now: u64) -> Codec {
@@ -51,13 +60,26 @@ fn state() -> Counter {
     }
 }
 
-fn mint(c: &Codec) -> String {
-    c.mint(TOOL, "confirm", &state(), Duration::from_secs(600), CONTEXT)
-        .expect("mint")
+fn mint_detailed(c: &Codec) -> Minted {
+    c.mint(
+        bind(TOOL, CONTEXT),
+        "confirm",
+        &state(),
+        Duration::from_secs(600),
+    )
+    .expect("mint")
 }
 
-fn verify(c: &Codec, token: &str) -> Result<reqstate::Verified<Counter>, Error> {
-    c.verify::<Counter>(token, TOOL, CONTEXT)
+fn mint(c: &Codec) -> String {
+    mint_detailed(c).token
+}
+
+fn seal(c: &Codec, payload: &[u8], associated: &[u8]) -> String {
+    c.seal(payload, aad(associated)).expect("seal").token
+}
+
+fn verify(c: &Codec, token: &str) -> Result<reqstate::Verified<Counter>, Refusal> {
+    c.verify::<Counter>(token, bind(TOOL, CONTEXT))
 }
 
 #[test]
@@ -65,7 +87,7 @@ fn every_single_bit_flip_is_rejected() {
     let mut count = 0;
     for algorithm in Algorithm::ALL {
         let c = codec(algorithm);
-        for token in [mint(&c), c.seal(b"payload bytes", CONTEXT).expect("seal")] {
+        for token in [mint(&c), seal(&c, b"payload bytes", CONTEXT)] {
             let raw = B64.decode(&token).expect("valid");
             for bit in 0..raw.len() * 8 {
                 let mut flipped = raw.clone();
@@ -76,7 +98,7 @@ fn every_single_bit_flip_is_rejected() {
                     "{algorithm}: bit {bit} flip accepted"
                 );
                 assert!(
-                    c.unseal(&flipped, CONTEXT).is_err(),
+                    c.unseal(&flipped, aad(CONTEXT)).is_err(),
                     "{algorithm}: bit {bit} flip unsealed"
                 );
                 count += 1;
@@ -129,33 +151,35 @@ fn tokens_are_bound_to_tool_context_and_step() {
         let token = mint(&c);
         assert_eq!(verify(&c, &token).expect("genuine").state, state());
         assert_eq!(
-            c.verify::<Counter>(&token, "other-tool", CONTEXT)
+            c.verify::<Counter>(&token, bind("other-tool", CONTEXT))
                 .unwrap_err(),
-            Error::AuthenticationFailed
+            Refusal::AuthenticationFailed
         );
         assert_eq!(
             c.verify::<Counter>(
                 &token,
-                TOOL,
-                b"principal=user-43;audience=counter-server;method=tools/call"
+                bind(
+                    TOOL,
+                    b"principal=user-43;audience=counter-server;method=tools/call"
+                )
             )
             .unwrap_err(),
-            Error::AuthenticationFailed
+            Refusal::AuthenticationFailed
         );
         assert_eq!(
-            c.verify::<Counter>(&token, TOOL, b"").unwrap_err(),
-            Error::AuthenticationFailed
+            c.verify::<Counter>(&token, bind(TOOL, b"")).unwrap_err(),
+            Refusal::AuthenticationFailed
         );
         assert_eq!(
-            c.verify_step::<Counter>(&token, TOOL, "amount", CONTEXT)
+            c.verify::<Counter>(&token, bind(TOOL, CONTEXT).step("amount"))
                 .unwrap_err(),
-            Error::WrongStep {
+            Refusal::WrongStep {
                 expected: "amount".into(),
                 found: "confirm".into()
             }
         );
         assert!(
-            c.verify_step::<Counter>(&token, TOOL, "confirm", CONTEXT)
+            c.verify::<Counter>(&token, bind(TOOL, CONTEXT).step("confirm"))
                 .is_ok()
         );
     }
@@ -167,10 +191,11 @@ fn tool_and_context_boundaries_cannot_be_shifted() {
     for algorithm in Algorithm::ALL {
         let c = codec(algorithm);
         let token = c
-            .mint("ab", "s", &1u8, Duration::from_secs(60), b"c")
-            .expect("mint");
-        assert!(c.verify::<u8>(&token, "a", b"bc").is_err());
-        assert!(c.verify::<u8>(&token, "ab", b"c").is_ok());
+            .mint(bind("ab", b"c"), "s", &1u8, Duration::from_secs(60))
+            .expect("mint")
+            .token;
+        assert!(c.verify::<u8>(&token, bind("a", b"bc")).is_err());
+        assert!(c.verify::<u8>(&token, bind("ab", b"c")).is_ok());
     }
 }
 
@@ -182,12 +207,12 @@ fn a_token_under_another_key_with_the_same_id_is_rejected() {
         let forged = mint(&theirs);
         assert_eq!(
             verify(&ours, &forged).unwrap_err(),
-            Error::AuthenticationFailed
+            Refusal::AuthenticationFailed
         );
-        let sealed = theirs.seal(b"x", b"").expect("seal");
+        let sealed = seal(&theirs, b"x", b"");
         assert_eq!(
-            ours.unseal(&sealed, b"").unwrap_err(),
-            Error::AuthenticationFailed
+            ours.unseal(&sealed, Aad::EMPTY).unwrap_err(),
+            Refusal::AuthenticationFailed
         );
     }
 }
@@ -212,7 +237,7 @@ fn the_same_secret_under_the_other_algorithm_does_not_verify() {
         let token = mint(from);
         assert!(matches!(
             verify(to, &token).unwrap_err(),
-            Error::AlgorithmMismatch { .. }
+            Refusal::AlgorithmMismatch { .. }
         ));
         // Rewriting the header's algorithm bits to match the key still fails the tag.
         let mut raw = B64.decode(&token).expect("valid");
@@ -224,15 +249,13 @@ fn the_same_secret_under_the_other_algorithm_does_not_verify() {
 #[test]
 fn expiry_and_issue_time_are_enforced_with_the_leeway() {
     for algorithm in Algorithm::ALL {
-        let minted = codec(algorithm)
-            .mint_detailed(TOOL, "confirm", &state(), Duration::from_secs(600), CONTEXT)
-            .expect("mint");
+        let minted = mint_detailed(&codec(algorithm));
         let at = |now: u64| codec_with(vec![spec(7, algorithm, KeyStatus::Primary, 0xa5)], now);
         let leeway = Policy::DEFAULT_CLOCK_LEEWAY;
         assert!(verify(&at(minted.expires_at + leeway - 1), &minted.token).is_ok());
         assert_eq!(
             verify(&at(minted.expires_at + leeway), &minted.token).unwrap_err(),
-            Error::Expired {
+            Refusal::Expired {
                 expires_at: minted.expires_at,
                 now: minted.expires_at + leeway
             }
@@ -240,7 +263,7 @@ fn expiry_and_issue_time_are_enforced_with_the_leeway() {
         assert!(verify(&at(minted.issued_at - leeway), &minted.token).is_ok());
         assert_eq!(
             verify(&at(minted.issued_at - leeway - 1), &minted.token).unwrap_err(),
-            Error::NotYetValid {
+            Refusal::NotYetValid {
                 issued_at: minted.issued_at,
                 now: minted.issued_at - leeway - 1
             }
@@ -276,18 +299,18 @@ fn retired_key_is_refused_and_active_key_still_verifies() {
         );
         assert_eq!(
             verify(&retired, &token).unwrap_err(),
-            Error::RetiredKey(KeyId::new(1))
+            Refusal::RetiredKey(KeyId::new(1))
         );
         let removed = codec_with(vec![spec(2, algorithm, KeyStatus::Primary, 2)], NOW);
         assert_eq!(
             verify(&removed, &token).unwrap_err(),
-            Error::UnknownKey(KeyId::new(1))
+            Refusal::UnknownKey(KeyId::new(1))
         );
     }
 }
 
 fn mint_key(c: &Codec) -> KeyId {
-    c.mint_detailed(TOOL, "s", &0u8, Duration::from_secs(1), b"")
+    c.mint(bind(TOOL, b""), "s", &0u8, Duration::from_secs(1))
         .expect("mint")
         .key_id
 }
@@ -296,18 +319,23 @@ fn mint_key(c: &Codec) -> KeyId {
 fn sealed_and_state_tokens_never_cross() {
     for algorithm in Algorithm::ALL {
         let c = codec(algorithm);
-        let sealed = c.seal(b"\xa1\x01\x02", CONTEXT).expect("seal");
+        let sealed = c.seal(b"\xa1\x01\x02", aad(CONTEXT)).expect("seal");
+        assert_eq!(sealed.key_id, KeyId::new(7));
+        let sealed = sealed.token;
         assert!(matches!(
             verify(&c, &sealed).unwrap_err(),
-            Error::WrongKind { .. }
+            Refusal::WrongKind { .. }
         ));
         let token = mint(&c);
         assert!(matches!(
-            c.unseal(&token, CONTEXT).unwrap_err(),
-            Error::WrongKind { .. }
+            c.unseal(&token, aad(CONTEXT)).unwrap_err(),
+            Refusal::WrongKind { .. }
         ));
-        assert_eq!(c.unseal(&sealed, CONTEXT).expect("unseal"), b"\xa1\x01\x02");
-        let detailed = c.unseal_detailed(&sealed, CONTEXT).expect("unseal");
+        assert_eq!(
+            c.unseal(&sealed, aad(CONTEXT)).expect("unseal").payload,
+            b"\xa1\x01\x02"
+        );
+        let detailed = c.unseal(&sealed, aad(CONTEXT)).expect("unseal");
         assert_eq!(
             (detailed.payload.as_slice(), detailed.key_id),
             (&b"\xa1\x01\x02"[..], KeyId::new(7))
@@ -322,13 +350,13 @@ fn hmac_state_is_readable_and_aead_state_is_not() {
         let c = codec(algorithm);
         let t = c
             .mint(
-                TOOL,
+                bind(TOOL, b""),
                 "s",
                 &"secret-looking-state",
                 Duration::from_secs(60),
-                b"",
             )
-            .expect("mint");
+            .expect("mint")
+            .token;
         let raw = B64.decode(t).expect("valid");
         raw.windows(needle.len()).any(|w| w == needle)
     };
@@ -346,37 +374,50 @@ fn aead_tokens_for_the_same_claims_differ() {
 fn mint_refuses_bad_arguments() {
     let c = codec(Algorithm::DEFAULT);
     let ttl = Duration::from_secs(60);
+    let t = bind("t", b"");
+    // The tool and context are checked where the binding is built.
+    assert_eq!(
+        Binding::with_context_bytes("", b"").unwrap_err().message(),
+        "tool name is empty"
+    );
+    assert_eq!(
+        Binding::with_context_bytes(&"t".repeat(257), b"")
+            .unwrap_err()
+            .message(),
+        "tool name is longer than 256 bytes"
+    );
+    assert!(Binding::with_context_bytes(&"t".repeat(256), b"").is_ok());
+    assert_eq!(
+        Binding::with_context_bytes("t", &vec![0; 65_537])
+            .unwrap_err()
+            .message(),
+        "context is longer than 65536 bytes"
+    );
+    assert!(Binding::with_context_bytes("t", &vec![0; 65_536]).is_ok());
+    // The step and ttl at mint.
     assert!(matches!(
-        c.mint("", "s", &1u8, ttl, b""),
-        Err(Error::InvalidArgument(_))
+        c.mint(t, "", &1u8, ttl),
+        Err(MintError::InvalidArgument(_))
     ));
     assert!(matches!(
-        c.mint(&"t".repeat(257), "s", &1u8, ttl, b""),
-        Err(Error::InvalidArgument(_))
+        c.mint(t, &"s".repeat(257), &1u8, ttl),
+        Err(MintError::InvalidArgument(_))
     ));
     assert!(matches!(
-        c.mint("t", "", &1u8, ttl, b""),
-        Err(Error::InvalidArgument(_))
+        c.mint(t, "s", &1u8, Duration::from_millis(999)),
+        Err(MintError::InvalidArgument(_))
     ));
     assert!(matches!(
-        c.mint("t", "s", &1u8, Duration::from_millis(999), b""),
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        c.mint("t", "s", &1u8, Duration::from_secs(86_401), b""),
-        Err(Error::LifetimeTooLong {
+        c.mint(t, "s", &1u8, Duration::from_secs(86_401)),
+        Err(MintError::LifetimeTooLong {
             lifetime: 86_401,
             max: 86_400
         })
     ));
-    assert!(matches!(
-        c.mint("t", "s", &1u8, ttl, &vec![0; 65_537]),
-        Err(Error::InvalidArgument(_))
-    ));
     // A state too large for the policy is refused at mint, not at verify.
     assert!(matches!(
-        c.mint("t", "s", &"x".repeat(9000), ttl, b""),
-        Err(Error::TooLarge { .. })
+        c.mint(t, "s", &"x".repeat(9000), ttl),
+        Err(MintError::TooLarge { .. })
     ));
     // A state nested deeper than verification accepts is refused at mint.
     let mut deep = serde_json::json!(1);
@@ -384,8 +425,8 @@ fn mint_refuses_bad_arguments() {
         deep = serde_json::json!([deep]);
     }
     assert!(matches!(
-        c.mint("t", "s", &deep, ttl, b""),
-        Err(Error::StateEncoding(_))
+        c.mint(t, "s", &deep, ttl),
+        Err(MintError::StateEncoding(_))
     ));
 }
 
@@ -393,11 +434,12 @@ fn mint_refuses_bad_arguments() {
 fn state_of_the_wrong_type_is_a_decoding_error_after_verification() {
     let c = codec(Algorithm::DEFAULT);
     let token = c
-        .mint(TOOL, "s", &"text", Duration::from_secs(60), b"")
-        .expect("mint");
+        .mint(bind(TOOL, b""), "s", &"text", Duration::from_secs(60))
+        .expect("mint")
+        .token;
     assert!(matches!(
-        c.verify::<Counter>(&token, TOOL, b""),
-        Err(Error::StateDecoding(_))
+        c.verify::<Counter>(&token, bind(TOOL, b"")),
+        Err(Refusal::StateDecoding(_))
     ));
 }
 
@@ -419,16 +461,16 @@ fn policy_bounds_are_enforced() {
     let c = codec(Algorithm::XChaCha20Poly1305).with_policy(tight);
     let long_token = codec(Algorithm::XChaCha20Poly1305)
         .mint(
-            TOOL,
+            bind(TOOL, CONTEXT),
             "confirm",
             &"x".repeat(200),
             Duration::from_secs(60),
-            CONTEXT,
         )
-        .expect("mint");
+        .expect("mint")
+        .token;
     assert!(matches!(
         verify(&c, &long_token),
-        Err(Error::TooLarge { max: 100, .. })
+        Err(Refusal::TooLarge { max: 100, .. })
     ));
 }
 

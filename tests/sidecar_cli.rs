@@ -131,6 +131,71 @@ fn keys_new_promote_retire_list_rotate_a_keyring_file_in_place() -> TestResult {
     Ok(())
 }
 
+/// docs/CLI.md: flags are GNU long options, so a value may start with `-`
+/// (`--tool -x`, `--state-json -1`), as with `--tool=-x`.
+#[test]
+fn flag_values_may_start_with_a_hyphen() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("keyring.toml");
+    write_private(&path, &keyring_toml(&[(7, "primary")]))?;
+    let keyring = keyring_arg(&path);
+    let separate = run_cli(&[
+        "mint",
+        "--keyring",
+        &keyring,
+        "--tool",
+        "-x",
+        "--step",
+        "-s",
+        "--state-json",
+        "-1",
+        "--context",
+        "-c",
+        "--now",
+        "100",
+    ])?;
+    let joined = run_cli(&[
+        "mint",
+        "--keyring",
+        &keyring,
+        "--tool=-x",
+        "--step=-s",
+        "--state-json=-1",
+        "--context=-c",
+        "--now=100",
+    ])?;
+    assert!(
+        separate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&separate.stderr)
+    );
+    // The keyring is XChaCha20-Poly1305: tokens differ, everything else agrees.
+    let minted = stdout_json(&separate)?;
+    let mut joined = stdout_json(&joined)?;
+    joined["token"] = minted["token"].clone();
+    assert_eq!(minted, joined);
+    let token = minted["token"].as_str().ok_or("no token")?;
+    let verified = run_cli(&[
+        "verify",
+        "--keyring",
+        &keyring,
+        "--tool",
+        "-x",
+        "--expected-step",
+        "-s",
+        "--context",
+        "-c",
+        "--now",
+        "100",
+        "--token",
+        token,
+    ])?;
+    let verified = stdout_json(&verified)?;
+    assert_eq!(verified["valid"], true, "{verified}");
+    assert_eq!(verified["state"], -1, "{verified}");
+    Ok(())
+}
+
 #[test]
 fn local_mint_verify_and_inspect_agree() -> TestResult {
     let dir = tempfile::tempdir()?;

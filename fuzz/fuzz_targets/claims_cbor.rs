@@ -15,9 +15,10 @@
 //!
 //! Asserts: nothing panics; a token built from the spec never fails
 //! authentication (the harness and the core agree on §1-§4), and fails it
-//! under another context; a body fails only with a claims-level error
+//! under another context; a body fails only with a claims-level refusal
 //! (malformed, lifetime, time window, step, state decoding); a verified token's
-//! times and step respect the policy; the fast state decoder (cbor4ii) never
+//! times and step respect the policy; verifying for the step a token carries
+//! accepts it; the fast state decoder (cbor4ii) never
 //! returns a value different from ciborium's on the same bytes; any value of
 //! depth <= 16 mints, and every minted value verifies back to an equal value
 //! (NaN equal to NaN) with the same step, under both algorithms. "Equal" is
@@ -32,10 +33,12 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use reqstate::{Algorithm, Codec, Error, KeyStatus, Keyring, Policy, MAX_STATE_DEPTH};
+use reqstate::{
+    Aad, Algorithm, Codec, KeyStatus, Keyring, MintError, Policy, Refusal, MAX_STATE_DEPTH,
+};
 use reqstate_fuzz::{
-    codec, depth, envelope, fuzz_secret, hmac_token, roomy_policy, same_value, spec, working_key,
-    CONTEXT, NOW, TOOL,
+    binding, codec, depth, envelope, fuzz_secret, hmac_token, roomy_policy, same_value, spec,
+    vector_binding, working_key, CONTEXT, NOW, TOOL,
 };
 use serde::Deserialize;
 
@@ -86,16 +89,16 @@ enum Shape {
     Struct { items: Vec<Option<bool>>, bytes: Vec<u8> },
 }
 
-/// Errors a genuine token can fail with once authenticated.
-fn claims_level(e: &Error) -> bool {
+/// Refusals a genuine token can fail with once authenticated.
+fn claims_level(e: &Refusal) -> bool {
     matches!(
         e,
-        Error::Malformed(_)
-            | Error::LifetimeTooLong { .. }
-            | Error::NotYetValid { .. }
-            | Error::Expired { .. }
-            | Error::WrongStep { .. }
-            | Error::StateDecoding(_)
+        Refusal::Malformed(_)
+            | Refusal::LifetimeTooLong { .. }
+            | Refusal::NotYetValid { .. }
+            | Refusal::Expired { .. }
+            | Refusal::WrongStep { .. }
+            | Refusal::StateDecoding(_)
     )
 }
 
@@ -109,9 +112,9 @@ fn check_verified<T>(v: &reqstate::Verified<T>, policy: &Policy) {
 
 /// Verifies a spec-built token as `T`; returns the result after the checks
 /// every genuine token must pass.
-fn verify_as<T: serde::de::DeserializeOwned>(token: &str) -> Result<reqstate::Verified<T>, Error> {
+fn verify_as<T: serde::de::DeserializeOwned>(token: &str) -> Result<reqstate::Verified<T>, Refusal> {
     let f = fixture();
-    let r = f.hmac.verify::<T>(token, TOOL, CONTEXT);
+    let r = f.hmac.verify::<T>(token, vector_binding());
     match &r {
         Ok(v) => check_verified(v, f.hmac.policy()),
         Err(e) => {
@@ -129,18 +132,19 @@ fn body(data: &[u8]) {
     let value = verify_as::<ciborium::Value>(&token);
     // The same step check as verify, when the body has one.
     if let Ok(v) = &value {
-        let stepped = f.hmac.verify_step::<ciborium::Value>(&token, TOOL, &v.step, CONTEXT);
-        assert!(stepped.is_ok(), "verify_step refused its own step: {stepped:?}");
+        let stepped = f.hmac.verify::<ciborium::Value>(&token, vector_binding().step(&v.step));
+        assert!(stepped.is_ok(), "verify for its own step refused it: {stepped:?}");
     }
     let _ = verify_as::<Counter>(&token);
     // Bound to the context: the same bytes under another context never pass.
     assert_eq!(
-        f.hmac.verify::<ciborium::Value>(&token, TOOL, b"another caller").err(),
-        Some(Error::AuthenticationFailed)
+        f.hmac.verify::<ciborium::Value>(&token, binding(TOOL, b"another caller")).err(),
+        Some(Refusal::AuthenticationFailed)
     );
     // The sealed kind under the same construction returns the body as is.
     let sealed = hmac_token(&f.k1, 1, 1, b"", CONTEXT, data);
-    assert_eq!(f.hmac.unseal(&sealed, CONTEXT).as_deref(), Ok(data));
+    let aad = Aad::new(CONTEXT).expect("the vectors' context is a valid aad");
+    assert_eq!(f.hmac.unseal(&sealed, aad).map(|u| u.payload).as_deref(), Ok(data));
 }
 
 /// Use 2: the input is the state item of a well-formed envelope.
@@ -154,7 +158,7 @@ fn state(data: &[u8]) {
         CONTEXT,
         &envelope(NOW, 600, "confirm", data),
     );
-    let only_state = |e: &Error| matches!(e, Error::Malformed(_) | Error::StateDecoding(_));
+    let only_state = |e: &Refusal| matches!(e, Refusal::Malformed(_) | Refusal::StateDecoding(_));
     match verify_as::<ciborium::Value>(&token) {
         Ok(v) => {
             assert_eq!((v.step.as_str(), v.issued_at, v.expires_at), ("confirm", NOW, NOW + 600));
@@ -234,12 +238,13 @@ fn ciborium_read_back(v: &ciborium::Value) -> Option<ciborium::Value> {
 fn round_trip(value: &ciborium::Value, step: &str) {
     let f = fixture();
     let expected = ciborium_read_back(value);
+    let bound = vector_binding();
     for codec in [&f.hmac, &f.xchacha] {
-        let minted = codec.mint(TOOL, step, value, Duration::from_secs(600), CONTEXT);
+        let minted = codec.mint(bound, step, value, Duration::from_secs(600));
         let token = match minted {
-            Ok(token) => token,
-            Err(Error::StateEncoding(_)) if depth(value) > MAX_STATE_DEPTH => continue,
-            Err(Error::TooLarge { .. }) => continue,
+            Ok(minted) => minted.token,
+            Err(MintError::StateEncoding(_)) if depth(value) > MAX_STATE_DEPTH => continue,
+            Err(MintError::TooLarge { .. }) => continue,
             Err(e) => panic!("minting {value:?} at step {step:?} failed: {e:?}"),
         };
         assert!(
@@ -247,10 +252,10 @@ fn round_trip(value: &ciborium::Value, step: &str) {
             "a state {} levels deep was minted",
             depth(value)
         );
-        let back = codec.verify_step::<ciborium::Value>(&token, TOOL, step, CONTEXT);
+        let back = codec.verify::<ciborium::Value>(&token, bound.step(step));
         let Some(expected) = &expected else {
             assert!(
-                matches!(back, Err(Error::StateDecoding(_))),
+                matches!(back, Err(Refusal::StateDecoding(_))),
                 "ciborium refuses {value:?}, verify gave {back:?}"
             );
             continue;

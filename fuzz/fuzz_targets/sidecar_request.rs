@@ -16,7 +16,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use reqstate::Policy;
@@ -25,7 +24,8 @@ use reqstate_proto::v1 as pb;
 use reqstate_proto::v1::request_state_server::RequestState;
 use reqstate_sidecar::config::Limits;
 use reqstate_sidecar::metrics::Metrics;
-use reqstate_sidecar::service::{KeyringInService, RequestStateService};
+use reqstate_sidecar::live_keyring;
+use reqstate_sidecar::service::RequestStateService;
 use tonic::Request;
 
 /// The service under test and the runtime its handlers run on.
@@ -37,10 +37,7 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let shared = Arc::new(ArcSwap::from_pointee(KeyringInService {
-            codec: codec(vector_keyring(), Policy::new()),
-            generation: 1,
-        }));
+        let shared = live_keyring::shared(codec(vector_keyring(), Policy::new()));
         // The sidecar's defaults (crates/reqstate-sidecar/src/config.rs).
         let limits = Limits {
             default_ttl: Duration::from_secs(600),

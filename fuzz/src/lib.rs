@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine as _;
 use reqstate::{
-    Algorithm, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, Policy, Secret,
-    SecureRandom,
+    Algorithm, Binding, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, Policy,
+    RandomnessUnavailable, Secret, SecureRandom,
 };
 
 /// The clock every fuzz codec reads: the `now` of tests/vectors/v1.json.
@@ -36,7 +36,7 @@ pub fn fuzz_secret(seed: u8) -> [u8; 32] {
 pub struct DeterministicRandom(AtomicU64);
 
 impl SecureRandom for DeterministicRandom {
-    fn fill(&self, dest: &mut [u8]) -> Result<(), Error> {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
         for chunk in dest.chunks_mut(8) {
             let mut z = self
                 .0
@@ -53,13 +53,17 @@ impl SecureRandom for DeterministicRandom {
 
 /// One key spec.
 pub fn spec(id: u32, algorithm: Algorithm, status: KeyStatus, secret: &[u8]) -> KeySpec {
-    KeySpec {
-        id: KeyId::new(id),
-        algorithm,
-        status,
-        created_at: None,
-        secret: Secret::from_slice(secret),
-    }
+    KeySpec::new(KeyId::new(id), algorithm, status, Secret::from_slice(secret))
+}
+
+/// The binding of the vectors' valid tokens: [`TOOL`] and [`CONTEXT`].
+pub fn vector_binding() -> Binding<'static> {
+    binding(TOOL, CONTEXT)
+}
+
+/// A binding the fuzz targets build from fixed, valid values.
+pub fn binding<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("a fixture binding is valid")
 }
 
 /// A codec at [`NOW`] with deterministic randomness and the given policy.

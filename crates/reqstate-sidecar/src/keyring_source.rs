@@ -1,4 +1,6 @@
-//! Reading a keyring file from disk: who may read it, who may replace it, then full validation by the core.
+//! Reading a keyring file from disk: who may read it, who may replace it,
+//! then full validation by the core; and the same checks for the secret
+//! files it names ([`KeyringSecrets`], the core's `SecretSource`).
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -7,7 +9,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use reqstate::Keyring;
+use reqstate::{Keyring, KeyringError, SecretRef, SecretSource};
 use zeroize::Zeroizing;
 
 /// Longest keyring file read, in bytes. A key takes about 200 bytes; a
@@ -99,12 +101,12 @@ pub enum KeyringLoadError {
         /// The file.
         path: PathBuf,
     },
-    /// The file failed validation (`reqstate::Error::InvalidKeyring`).
+    /// The file failed validation.
     Invalid {
         /// The file.
         path: PathBuf,
         /// The core's error, with line and key id.
-        error: reqstate::Error,
+        error: KeyringError,
     },
 }
 
@@ -197,7 +199,7 @@ impl fmt::Display for KeyringLoadError {
                 write!(f, "keyring {}: not UTF-8 text", path.display())
             }
             KeyringLoadError::Invalid { path, error } => {
-                write!(f, "keyring {}: {error}", path.display())
+                write!(f, "keyring {}: invalid keyring: {error}", path.display())
             }
         }
     }
@@ -395,13 +397,139 @@ pub fn load_keyring_file(
     let text = std::str::from_utf8(&contents).map_err(|_| KeyringLoadError::NotUtf8 {
         path: path.to_path_buf(),
     })?;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let secrets = KeyringSecrets::new(&watched_directory(path), permissions);
     let keyring =
-        Keyring::from_toml_in_dir(text, dir).map_err(|error| KeyringLoadError::Invalid {
+        Keyring::from_toml_with(text, &secrets).map_err(|error| KeyringLoadError::Invalid {
             path: path.to_path_buf(),
             error,
         })?;
     Ok(LoadedKeyringFile { keyring, contents })
+}
+
+/// Longest `secret_file` read, in bytes: a 1024-byte secret is 1368 base64
+/// characters; anything much longer is not a secret file.
+pub const MAX_SECRET_FILE_LEN: u64 = 4096;
+
+/// Resolves a keyring's `secret_file` and `secret_env` references: the
+/// sidecar's [`SecretSource`], used by every keyring it loads.
+///
+/// A `secret_file` gets the keyring file's own checks: opened without
+/// blocking and following symlinks, a regular file of at most
+/// [`MAX_SECRET_FILE_LEN`] bytes, owned by the sidecar's user or root, never
+/// writable by others and (unless `permissions` allows it) not readable by
+/// them, on a path no other user can replace. A relative path is resolved
+/// against the keyring file's directory, so a keyring and its secrets move
+/// together (a Kubernetes Secret volume). A `secret_env` is read from the
+/// process environment. Errors never repeat the path or the variable's name
+/// (a secret put there by mistake would be); the core adds the line and key id.
+#[derive(Debug, Clone)]
+pub struct KeyringSecrets {
+    dir: PathBuf,
+    permissions: KeyringPermissions,
+}
+
+impl KeyringSecrets {
+    /// A source for a keyring file in `keyring_dir`, checking secret files
+    /// as `permissions` says.
+    pub fn new(keyring_dir: &Path, permissions: KeyringPermissions) -> Self {
+        KeyringSecrets {
+            dir: keyring_dir.to_path_buf(),
+            permissions,
+        }
+    }
+
+    fn read_file(&self, path: &str) -> Result<Zeroizing<String>, String> {
+        let resolved = self.dir.join(path);
+        let uid = effective_uid();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(&resolved)
+            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
+        if meta.is_file() && meta.len() > MAX_SECRET_FILE_LEN {
+            return Err("cannot read: longer than 4096 bytes; not a secret file".into());
+        }
+        check_file(&resolved, &meta, self.permissions, uid)
+            .and_then(|()| check_directories(&resolved, &meta, uid))
+            .map_err(|e| pathless(&e))?;
+        let mut bytes = Zeroizing::new(Vec::new());
+        file.take(MAX_SECRET_FILE_LEN + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
+        if bytes.len() as u64 > MAX_SECRET_FILE_LEN {
+            return Err("cannot read: longer than 4096 bytes; not a secret file".into());
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|_| "not base64 text".to_string())?;
+        Ok(Zeroizing::new(text.to_owned()))
+    }
+}
+
+impl SecretSource for KeyringSecrets {
+    fn resolve(&self, reference: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+        match reference {
+            SecretRef::File(path) => self.read_file(path),
+            SecretRef::Env(name) => std::env::var(name).map(Zeroizing::new).map_err(|_| {
+                "the environment variable it names is not set or not UTF-8 \
+                 (the name is not shown: it could be key material)"
+                    .to_string()
+            }),
+            _ => Err("a kind of secret reference this sidecar does not know".into()),
+        }
+    }
+}
+
+/// An I/O error without a path: the OS's description of its error code, or
+/// the message of an error made here (which names no path).
+fn io_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// A [`KeyringLoadError`] of a secret file, described without its path.
+fn pathless(e: &KeyringLoadError) -> String {
+    match e {
+        KeyringLoadError::Io { error, .. } => format!("cannot read: {}", io_reason(error)),
+        KeyringLoadError::NotAKeyringFile { what, .. } => format!("cannot read: {what}"),
+        KeyringLoadError::InsecurePermissions { mode, .. } if mode & 0o022 != 0 => format!(
+            "mode {:04o} lets other users write the secret file; never accepted",
+            mode & 0o7777
+        ),
+        KeyringLoadError::InsecurePermissions { mode, .. } => format!(
+            "mode {:04o} lets other users read the secret file; `chmod 600` it, or allow \
+             readable keyring files (reqstate serve --allow-insecure-keyring-permissions) \
+             if a volume's mode is fixed",
+            mode & 0o7777
+        ),
+        KeyringLoadError::InsecureOwner { owner, uid, .. } => format!(
+            "the secret file belongs to uid {owner}, not to the sidecar's uid {uid} or root"
+        ),
+        // Neither the directory nor the entry is named: both are parts of the path.
+        KeyringLoadError::InsecureDirectory { problem, .. } => match problem {
+            DirectoryProblem::Owner(owner) => format!(
+                "a directory on the secret file's path belongs to uid {owner}, \
+                 not to the sidecar's user or root"
+            ),
+            DirectoryProblem::Writable(mode) => format!(
+                "a directory on the secret file's path has mode {:04o}: \
+                 other users can replace the file",
+                mode & 0o7777
+            ),
+            DirectoryProblem::StickyEntry { owner, .. } => format!(
+                "a sticky directory on the secret file's path holds an entry of uid {owner}, \
+                 who can replace it"
+            ),
+            DirectoryProblem::Unchecked => {
+                "a directory on the secret file's path changed while it was being checked".into()
+            }
+        },
+        KeyringLoadError::NotUtf8 { .. } => "not base64 text".into(),
+        KeyringLoadError::Invalid { error, .. } => error.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use reqstate::{Algorithm, KeyStatus, OsRandom, Secret};
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, Value};
 
-use crate::config::{EXIT_BAD_CONFIG, KeysCommand};
-use crate::keyring_source::{KeyringLoadError, KeyringPermissions, load_keyring_file};
+use crate::cli::{EXIT_BAD_CONFIG, KeysCommand};
+use crate::keyring_source::{
+    KeyringLoadError, KeyringPermissions, KeyringSecrets, load_keyring_file, watched_directory,
+};
 
 /// Why a keys command did nothing. The file is unchanged in every case.
 #[derive(Debug)]
@@ -151,9 +153,13 @@ fn find_key(tables: &mut ArrayOfTables, id: u32) -> Result<&mut Table, KeysError
 fn validate_and_write(path: &Path, doc: &DocumentMut) -> Result<(), KeysError> {
     let text = zeroize::Zeroizing::new(doc.to_string());
     // Validated as the sidecar will load it (relative secret files from the
-    // configured path's directory) ...
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    reqstate::Keyring::from_toml_in_dir(&text, dir)
+    // configured path's directory, with the sidecar's ownership checks; their
+    // read permissions are `serve`'s to judge, under its own flag) ...
+    let secrets = KeyringSecrets::new(
+        &watched_directory(path),
+        KeyringPermissions::AllowGroupOrOtherReadable,
+    );
+    reqstate::Keyring::from_toml_with(&text, &secrets)
         .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
     // ... and written where a symlinked keyring really lives, so the link
     // survives (renaming over it would replace it with a plain file).
@@ -218,7 +224,7 @@ fn new_key(path: &Path, algorithm: Algorithm, id: Option<u32>) -> Result<String,
     };
     let secret = Secret::generate(&OsRandom::new())
         .map_err(|e| KeysError::Refused(format!("cannot generate a key: {e}")))?;
-    let created: toml_edit::Datetime = format_utc(now_unix())
+    let created: toml_edit::Datetime = reqstate::rfc3339_utc(now_unix())
         .parse()
         .map_err(|_| KeysError::Refused("the clock gives an unrepresentable time".into()))?;
     let mut table = Table::new();
@@ -322,7 +328,9 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
             k.id().get(),
             k.status().name(),
             k.algorithm().name(),
-            k.created_at().map(format_utc).unwrap_or_else(|| "-".into())
+            k.created_at()
+                .map(reqstate::rfc3339_utc)
+                .unwrap_or_else(|| "-".into())
         ));
     }
     Ok(out)
@@ -334,38 +342,9 @@ fn now_unix() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Unix seconds as an RFC 3339 UTC date-time (`2026-11-30T12:00:00Z`).
-pub fn format_utc(secs: u64) -> String {
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn format_utc_matches_known_instants() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_796_040_000), "2026-11-30T12:00:00Z");
-    }
 
     #[test]
     fn promote_keeps_comments_and_demotes_the_old_primary() -> Result<(), Box<dyn std::error::Error>>

@@ -4,12 +4,15 @@
 //!
 //! The `reqstate` binary is a thin `main` over this crate:
 //! [`Cli::parse_args`] → [`init_tracing`] → [`run`]. Everything is
-//! configured through the typed [`config`] module (flags and `REQSTATE_*`
-//! variables); a bad configuration exits with [`EXIT_BAD_CONFIG`] before any
+//! parsed by [`cli`] (flags and `REQSTATE_*` variables) and checked by
+//! [`config`]; a bad configuration exits with [`EXIT_BAD_CONFIG`] before any
 //! port is bound.
 //!
-//! - [`service`]: the `reqstate.v1.RequestState` implementation.
+//! - [`service`]: the `reqstate.v1.RequestState` implementation, over
+//!   [`wire`] (proto messages to core calls and back) and [`live_keyring`]
+//!   (the keyring in service, swapped whole on reload).
 //! - [`call_gate`]: bearer token, peer-uid allow-list, load shedding.
+//! - [`call_metrics`]: call counts and latency by rpc and result.
 //! - [`listeners`]: Unix (mode 0600) and TCP listeners.
 //! - [`reload`]: SIGHUP and directory-watch keyring reload.
 //! - [`metrics`]: Prometheus metrics and readiness on an admin listener.
@@ -20,19 +23,24 @@
 #![forbid(unsafe_code)]
 
 pub mod call_gate;
+pub mod call_metrics;
+pub mod cli;
 pub mod config;
 pub mod keyring_source;
 pub mod keys;
 pub mod listeners;
+pub mod live_keyring;
 pub mod local;
 pub mod metrics;
 pub mod reload;
 pub mod serve;
 pub mod service;
+pub mod wire;
 
 use std::process::ExitCode;
 
-pub use config::{Cli, Command, ConfigError, EXIT_BAD_CONFIG, ServeConfig};
+pub use cli::{Cli, Command, EXIT_BAD_CONFIG};
+pub use config::{ConfigError, ServeConfig};
 
 /// Sends `tracing` logs to standard error, filtered by `filter`
 /// (`--log` / `REQSTATE_LOG`). Logs carry rpc names, results, key ids and

@@ -7,10 +7,10 @@
 use std::io::Read as _;
 use std::time::Duration;
 
-use reqstate::{BufferedRandom, Codec, FixedClock, Policy, SystemClock, UntrustedToken};
+use reqstate::{Binding, BufferedRandom, Clock, Codec, Policy, SystemClock, UntrustedToken};
 use serde_json::json;
 
-use crate::config::{
+use crate::cli::{
     EXIT_BAD_CONFIG, InspectArgs, LocalCodecArgs, LocalKeyringArgs, MintArgs, VerifyArgs,
 };
 use crate::keyring_source::{KeyringPermissions, load_keyring_file};
@@ -20,6 +20,16 @@ const EXIT_REFUSED: u8 = 1;
 
 /// Nesting limit of a state (FORMAT.md §5): no container at level 17.
 const MAX_STATE_DEPTH: usize = 16;
+
+/// `--now`: a clock that reads the second given on the command line.
+#[derive(Debug, Clone, Copy)]
+struct CommandLineClock(u64);
+
+impl Clock for CommandLineClock {
+    fn now(&self) -> u64 {
+        self.0
+    }
+}
 
 /// A usage or configuration error: the message goes to stderr, exit 64.
 fn usage(command: &str, message: impl std::fmt::Display) -> u8 {
@@ -64,7 +74,7 @@ fn load_codec(args: &LocalCodecArgs) -> Result<(Codec, Vec<u8>), String> {
         .map_err(|e| format!("--max-lifetime {}: {e}", args.max_lifetime))?;
     let keyring = load_keyring(&args.keys)?;
     let codec = match args.now {
-        Some(now) => Codec::with_parts(keyring, policy, FixedClock(now), BufferedRandom),
+        Some(now) => Codec::with_parts(keyring, policy, CommandLineClock(now), BufferedRandom),
         None => Codec::with_parts(keyring, policy, SystemClock, BufferedRandom),
     };
     Ok((codec, context))
@@ -94,13 +104,10 @@ pub fn mint(args: MintArgs) -> u8 {
         Ok(loaded) => loaded,
         Err(e) => return usage("mint", e),
     };
-    match codec.mint_detailed(
-        &args.codec.tool,
-        &args.step,
-        &state,
-        Duration::from_secs(args.ttl),
-        &context,
-    ) {
+    let minted = Binding::with_context_bytes(&args.codec.tool, &context)
+        .map_err(reqstate::MintError::from)
+        .and_then(|binding| codec.mint(binding, &args.step, &state, Duration::from_secs(args.ttl)));
+    match minted {
         Ok(minted) => {
             println!(
                 "{}",
@@ -143,13 +150,17 @@ pub fn verify(args: VerifyArgs) -> u8 {
     let tool = &args.codec.tool;
     // Steps 0–13 give the state's bytes as the token carries them; step 14
     // decodes them into a self-describing CBOR value for the JSON form.
-    let result = codec
-        .verify_raw(&token, tool, args.expected_step.as_deref(), &context)
-        .and_then(|verified| {
-            let value: ciborium::Value = ciborium::from_reader(&verified.state[..])
-                .map_err(|e| reqstate::Error::StateDecoding(e.to_string()))?;
-            Ok((verified, value))
-        });
+    let result = (|| -> Result<_, reqstate::Error> {
+        let binding = Binding::with_context_bytes(tool, &context)?;
+        let expected = match args.expected_step.as_deref() {
+            Some(step) => binding.step(step),
+            None => binding.any_step(),
+        };
+        let verified = codec.verify_raw(&token, expected)?;
+        let value: ciborium::Value = ciborium::from_reader(&verified.state[..])
+            .map_err(|e| reqstate::Refusal::StateDecoding(e.to_string()))?;
+        Ok((verified, value))
+    })();
     match result {
         Ok((verified, value)) => {
             let mut out = json!({
@@ -187,7 +198,10 @@ pub fn inspect(args: InspectArgs) -> u8 {
     } else {
         args.token.trim().to_string()
     };
-    match UntrustedToken::parse(&token, Policy::MAX_MAX_TOKEN_LEN) {
+    let widest = Policy::new()
+        .with_max_token_len(Policy::MAX_MAX_TOKEN_LEN)
+        .unwrap_or_default();
+    match UntrustedToken::parse(&token, &widest) {
         Ok(token) => {
             println!(
                 "{}",

@@ -13,8 +13,8 @@ use zeroize::Zeroizing;
 use crate::keyring_source::{
     KeyringLoadError, KeyringPermissions, LoadedKeyringFile, load_keyring_file, watched_directory,
 };
+use crate::live_keyring::{KeyringInService, SharedKeyring};
 use crate::metrics::Metrics;
-use crate::service::{KeyringInService, SharedKeyring};
 
 /// Longest a reload may take (reading the keyring and its secret files,
 /// deriving the keys) before it is abandoned: logged at `ERROR`, counted in

@@ -4,7 +4,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use reqstate::Codec;
 use reqstate_proto::v1::request_state_server::RequestStateServer;
 use tokio::signal::unix::{SignalKind, signal};
@@ -17,11 +16,14 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
 use crate::call_gate::CallGateLayer;
-use crate::config::{EXIT_BAD_CONFIG, KeyringSource, ListenAddr, ServeConfig, TlsConfig};
+use crate::call_metrics::CallMetricsLayer;
+use crate::cli::EXIT_BAD_CONFIG;
+use crate::config::{KeyringSource, ListenAddr, ServeConfig, TlsConfig};
 use crate::listeners::{BoundListener, bind};
+use crate::live_keyring;
 use crate::metrics::{Metrics, serve_admin};
 use crate::reload::{self, KeyringReloader};
-use crate::service::{KeyringInService, RequestStateService};
+use crate::service::RequestStateService;
 
 /// Exit code for a failure after the configuration was accepted (a port in
 /// use, a watch that cannot be set up).
@@ -117,10 +119,7 @@ async fn serve(config: ServeConfig) -> u8 {
     let codec = Codec::new(initial_keyring).with_policy(policy);
     metrics.keyring_in_service(codec.keyring(), 1);
     let primary = codec.keyring().primary().id().get();
-    let shared = Arc::new(ArcSwap::from_pointee(KeyringInService {
-        codec,
-        generation: 1,
-    }));
+    let shared = live_keyring::shared(codec);
 
     let mut bound = Vec::with_capacity(listen.len());
     for addr in &listen {
@@ -223,6 +222,7 @@ async fn serve(config: ServeConfig) -> u8 {
                 let server = Server::builder()
                     .timeout(limits.call_timeout)
                     .layer(gate.clone())
+                    .layer(CallMetricsLayer::new(metrics.clone()))
                     .add_routes(routes.clone());
                 servers.spawn(
                     server.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
@@ -237,6 +237,7 @@ async fn serve(config: ServeConfig) -> u8 {
                     .unwrap_or_else(Server::builder)
                     .timeout(limits.call_timeout)
                     .layer(gate.clone())
+                    .layer(CallMetricsLayer::new(metrics.clone()))
                     .add_routes(routes.clone());
                 servers.spawn(server.serve_with_incoming_shutdown(incoming, stopped));
             }

@@ -12,7 +12,7 @@ use core::fmt::Write as _;
 use ring::digest;
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::InvalidArgument;
 
 /// Length of a call context digest, in bytes.
 pub const CALL_CONTEXT_LEN: usize = 32;
@@ -21,16 +21,44 @@ pub const CALL_CONTEXT_LEN: usize = 32;
 /// the pre-JCS label `reqstate/v1 call-context` digested different bytes.
 const LABEL: &[u8] = b"reqstate/v1 call-context-jcs";
 
+/// The digest of one call's context: what a token is bound to besides its
+/// tool (see [`call_context`]). 32 bytes, authenticated and never stored.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallContext([u8; CALL_CONTEXT_LEN]);
+
+impl CallContext {
+    /// Wraps a digest computed elsewhere: another implementation's
+    /// `callContext`, or one carried by the caller. Prefer [`call_context`].
+    pub const fn from_bytes(digest: [u8; CALL_CONTEXT_LEN]) -> Self {
+        CallContext(digest)
+    }
+
+    /// The 32 bytes.
+    pub const fn as_bytes(&self) -> &[u8; CALL_CONTEXT_LEN] {
+        &self.0
+    }
+}
+
+impl core::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("CallContext(")?;
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        f.write_str(")")
+    }
+}
+
 /// Deepest nesting of arrays and objects accepted in the arguments.
 pub const MAX_ARGUMENTS_DEPTH: usize = 128;
 
-const NOT_JSON: Error = Error::InvalidArgument("arguments are not valid JSON");
-const DUPLICATE_KEY: Error = Error::InvalidArgument("arguments have a duplicate object key");
-const INEXACT_NUMBER: Error =
-    Error::InvalidArgument("arguments have a number an IEEE double cannot represent exactly");
-const LONE_SURROGATE: Error =
-    Error::InvalidArgument("arguments have a string with a lone surrogate escape");
-const TOO_DEEP: Error = Error::InvalidArgument("arguments are nested too deeply");
+const NOT_JSON: InvalidArgument = InvalidArgument("arguments are not valid JSON");
+const DUPLICATE_KEY: InvalidArgument = InvalidArgument("arguments have a duplicate object key");
+const INEXACT_NUMBER: InvalidArgument =
+    InvalidArgument("arguments have a number an IEEE double cannot represent exactly");
+const LONE_SURROGATE: InvalidArgument =
+    InvalidArgument("arguments have a string with a lone surrogate escape");
+const TOO_DEEP: InvalidArgument = InvalidArgument("arguments are nested too deeply");
 
 /// Builds the context to bind a token to one caller and one original request.
 ///
@@ -43,11 +71,11 @@ const TOO_DEEP: Error = Error::InvalidArgument("arguments are nested too deeply"
 /// `JCS` is the JSON Canonicalization Scheme, RFC 8785 (see
 /// [`canonical_json`]). Binding this digest means a client that changes the
 /// arguments on the retry, replays the token as another principal, or sends
-/// it to another server gets [`Error::AuthenticationFailed`].
+/// it to another server gets [`Refusal::AuthenticationFailed`](crate::Refusal::AuthenticationFailed).
 ///
 /// `arguments_json` is the arguments' JSON text as received (one JSON value,
 /// an object for `tools/call`; any spacing and key order). Arguments that JCS
-/// cannot represent exactly are refused with [`Error::InvalidArgument`]:
+/// cannot represent exactly are refused with [`InvalidArgument`]:
 /// duplicate object keys, a number whose JCS form is not exactly the number
 /// written (`9007199254740993`, `1e400`, `0.10000000000000001`), a `\u` escape
 /// of a lone surrogate, nesting deeper than [`MAX_ARGUMENTS_DEPTH`].
@@ -56,9 +84,11 @@ pub fn call_context(
     audience: &str,
     method: &str,
     arguments_json: &str,
-) -> Result<[u8; CALL_CONTEXT_LEN], Error> {
+) -> Result<CallContext, InvalidArgument> {
     let canonical = canonical_json(arguments_json)?;
-    Ok(digest_context(principal, audience, method, &canonical))
+    Ok(CallContext(digest_context(
+        principal, audience, method, &canonical,
+    )))
 }
 
 /// [`call_context`] for arguments already parsed into a [`serde_json::Value`].
@@ -74,7 +104,7 @@ pub fn call_context_from_value(
     audience: &str,
     method: &str,
     arguments: &Value,
-) -> Result<[u8; CALL_CONTEXT_LEN], Error> {
+) -> Result<CallContext, InvalidArgument> {
     let text = serde_json::to_string(arguments).map_err(|_| NOT_JSON)?;
     call_context(principal, audience, method, &text)
 }
@@ -98,11 +128,11 @@ fn digest_context(principal: &str, audience: &str, method: &str, canonical: &str
 /// numbers as ECMAScript's `Number.prototype.toString` prints them (`1e+21`,
 /// `100`, `0`, `1e-7`).
 ///
-/// Refuses, with [`Error::InvalidArgument`], text that is not one JSON value
+/// Refuses, with [`InvalidArgument`], text that is not one JSON value
 /// (RFC 8259; `NaN`, comments, a byte order mark and trailing commas are not
 /// JSON) and what JCS cannot represent exactly; see [`call_context`] and
 /// docs/FORMAT.md §7 for the number rule.
-pub fn canonical_json(arguments_json: &str) -> Result<String, Error> {
+pub fn canonical_json(arguments_json: &str) -> Result<String, InvalidArgument> {
     let mut parser = Parser {
         text: arguments_json.as_bytes(),
         pos: 0,
@@ -143,7 +173,7 @@ impl Parser<'_> {
         }
     }
 
-    fn eat(&mut self, byte: u8) -> Result<(), Error> {
+    fn eat(&mut self, byte: u8) -> Result<(), InvalidArgument> {
         if self.peek() == Some(byte) {
             self.pos += 1;
             Ok(())
@@ -153,7 +183,7 @@ impl Parser<'_> {
     }
 
     /// One value; `depth` counts the arrays and objects around it.
-    fn value(&mut self, depth: usize) -> Result<Json, Error> {
+    fn value(&mut self, depth: usize) -> Result<Json, InvalidArgument> {
         match self.peek().ok_or(NOT_JSON)? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
@@ -171,7 +201,7 @@ impl Parser<'_> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Json, Error> {
+    fn array(&mut self, depth: usize) -> Result<Json, InvalidArgument> {
         if depth > MAX_ARGUMENTS_DEPTH {
             return Err(TOO_DEEP);
         }
@@ -197,7 +227,7 @@ impl Parser<'_> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Result<Json, Error> {
+    fn object(&mut self, depth: usize) -> Result<Json, InvalidArgument> {
         if depth > MAX_ARGUMENTS_DEPTH {
             return Err(TOO_DEEP);
         }
@@ -239,7 +269,7 @@ impl Parser<'_> {
 
     /// A string literal, unescaped. The text is UTF-8 already (`&str`), so
     /// only escapes can produce a lone surrogate.
-    fn string(&mut self) -> Result<String, Error> {
+    fn string(&mut self) -> Result<String, InvalidArgument> {
         self.eat(b'"')?;
         let mut out = String::new();
         loop {
@@ -282,7 +312,7 @@ impl Parser<'_> {
     }
 
     /// After `\u`: four hex digits, and a second `\uXXXX` for a surrogate pair.
-    fn unicode_escape(&mut self) -> Result<char, Error> {
+    fn unicode_escape(&mut self) -> Result<char, InvalidArgument> {
         let first = self.hex4()?;
         match first {
             0xD800..=0xDBFF => {
@@ -301,7 +331,7 @@ impl Parser<'_> {
         }
     }
 
-    fn hex4(&mut self) -> Result<u32, Error> {
+    fn hex4(&mut self) -> Result<u32, InvalidArgument> {
         let digits = self.text.get(self.pos..self.pos + 4).ok_or(NOT_JSON)?;
         let mut n = 0u32;
         for &d in digits {
@@ -312,7 +342,7 @@ impl Parser<'_> {
     }
 
     /// A number literal (RFC 8259 grammar), returned in its JCS form.
-    fn number(&mut self) -> Result<String, Error> {
+    fn number(&mut self) -> Result<String, InvalidArgument> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -354,7 +384,7 @@ impl Parser<'_> {
 /// exactly the number written (FORMAT.md §7): the literal is rounded to the
 /// nearest IEEE double; it is refused when that double is infinite or when
 /// the double's ECMAScript text denotes another decimal value.
-fn jcs_number(literal: &str) -> Result<String, Error> {
+fn jcs_number(literal: &str) -> Result<String, InvalidArgument> {
     // core's parser rounds to nearest, ties to even, and gives ±inf on overflow.
     let double: f64 = literal.parse().map_err(|_| NOT_JSON)?;
     if !double.is_finite() {

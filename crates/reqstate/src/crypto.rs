@@ -1,20 +1,88 @@
-//! The two v1 constructions: HMAC-SHA256 (truncated to 128 bits) and
-//! XChaCha20-Poly1305, over the token prefix, the bound tool and context, and the body.
+//! The two v1 constructions (FORMAT.md §4): key derivation, HMAC-SHA256
+//! (truncated to 128 bits) and XChaCha20-Poly1305 with a hedged nonce, over
+//! the token prefix, the bound tool and context, and the body.
 
 use alloc::vec::Vec;
 
-use ring::{aead, hmac};
+use ring::{aead, hkdf, hmac};
 use subtle::ConstantTimeEq as _;
 use zeroize::{Zeroize as _, Zeroizing};
 
-use crate::clock::SecureRandom;
-use crate::error::Error;
-use crate::keyring::{Key, Material};
-use crate::token::{TAG_LEN, XNONCE_LEN};
+use crate::error::{RandomnessUnavailable, Refusal};
+use crate::random::SecureRandom;
+use crate::types::{Algorithm, TAG_LEN, XNONCE_LEN};
+
+/// The working form of a key, derived once when the key is loaded.
+pub(crate) enum Material {
+    /// ring precomputes the HMAC pads; ring does not zeroize them (see
+    /// docs/SECURITY.md), so the raw derived key is wiped here right away.
+    Hmac(hmac::Key),
+    /// The 256-bit XChaCha20 key, ours to zeroize, and the HMAC key that
+    /// hedges its nonces (FORMAT.md §4.2): derived from the same secret under
+    /// its own label.
+    XChaCha {
+        /// The working key `K`.
+        key: Zeroizing<[u8; 32]>,
+        /// The nonce key `K_n`.
+        nonce_key: NonceKey,
+    },
+}
+
+/// The HKDF salt of every key derivation (FORMAT.md §4.1).
+const DERIVATION_SALT: &[u8] = b"reqstate/v1 keyring";
+
+/// The HKDF info of an XChaCha20-Poly1305 key's nonce key `K_n` (FORMAT.md §4.2).
+const NONCE_KEY_LABEL: &[u8] = b"reqstate/v1 xchacha20-poly1305 nonce";
+
+/// The HKDF info of an algorithm's working key: the same secret configured
+/// under two algorithms yields unrelated keys.
+const fn derivation_label(algorithm: Algorithm) -> &'static [u8] {
+    match algorithm {
+        Algorithm::HmacSha256 => b"reqstate/v1 hmac-sha256",
+        Algorithm::XChaCha20Poly1305 => b"reqstate/v1 xchacha20-poly1305",
+    }
+}
+
+struct Len32;
+
+impl hkdf::KeyType for Len32 {
+    fn len(&self) -> usize {
+        32
+    }
+}
+
+impl Material {
+    /// Derives the working key of `algorithm` from a secret:
+    /// `HKDF-SHA256(salt = "reqstate/v1 keyring", ikm = secret,
+    /// info = "reqstate/v1 <algorithm name>", L = 32)`, and for
+    /// XChaCha20-Poly1305 the nonce key under its own info. Every derived
+    /// byte we hold is wiped when it drops.
+    pub(crate) fn derive(algorithm: Algorithm, secret: &[u8]) -> Self {
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, DERIVATION_SALT).extract(secret);
+        let expand = |label: &[u8]| -> Zeroizing<[u8; 32]> {
+            let mut derived = Zeroizing::new([0u8; 32]);
+            prk.expand(&[label], Len32)
+                .and_then(|okm| okm.fill(&mut derived[..]))
+                .expect("HKDF-SHA256 expands to 32 bytes");
+            derived
+        };
+        let derived = expand(derivation_label(algorithm));
+        match algorithm {
+            // `derived` is wiped when it drops at the end of the arm.
+            Algorithm::HmacSha256 => {
+                Material::Hmac(hmac::Key::new(hmac::HMAC_SHA256, &derived[..]))
+            }
+            Algorithm::XChaCha20Poly1305 => Material::XChaCha {
+                key: derived,
+                nonce_key: nonce_key(&expand(NONCE_KEY_LABEL)),
+            },
+        }
+    }
+}
 
 /// What a token is bound to without storing it.
 #[derive(Clone, Copy)]
-pub(crate) struct Binding<'a> {
+pub(crate) struct Bound<'a> {
     /// Empty for sealed payloads.
     pub(crate) tool: &'a [u8],
     pub(crate) context: &'a [u8],
@@ -33,7 +101,7 @@ const INLINE_AD_LEN: usize = 256;
 /// The associated data `A` of FORMAT.md §4:
 /// `prefix ‖ u32be(|tool|) ‖ tool ‖ u32be(|context|) ‖ context`, handed to
 /// `f` as one slice (ring takes the AEAD's associated data contiguous).
-fn with_associated_data<R>(prefix: &[u8], binding: Binding<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
+fn with_associated_data<R>(prefix: &[u8], binding: Bound<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
     let len = prefix.len() + 8 + binding.tool.len() + binding.context.len();
     if len <= INLINE_AD_LEN {
         let mut buf = [0u8; INLINE_AD_LEN];
@@ -52,7 +120,7 @@ fn with_associated_data<R>(prefix: &[u8], binding: Binding<'_>, f: impl FnOnce(&
 
 /// Hands the five parts of `A` to `update` in order: what every MAC and the
 /// AEAD authenticate, written once.
-fn for_each_ad_part(prefix: &[u8], binding: Binding<'_>, mut update: impl FnMut(&[u8])) {
+fn for_each_ad_part(prefix: &[u8], binding: Bound<'_>, mut update: impl FnMut(&[u8])) {
     update(prefix);
     update(&len_be(binding.tool));
     update(binding.tool);
@@ -60,7 +128,7 @@ fn for_each_ad_part(prefix: &[u8], binding: Binding<'_>, mut update: impl FnMut(
     update(binding.context);
 }
 
-fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Binding<'_>, body: &[u8]) -> hmac::Tag {
+fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Bound<'_>, body: &[u8]) -> hmac::Tag {
     let mut ctx = hmac::Context::with_key(key);
     for_each_ad_part(prefix, binding, |part| ctx.update(part));
     ctx.update(body);
@@ -94,10 +162,10 @@ fn xchacha_subkey(key: &[u8; 32], nonce: &[u8]) -> (aead::LessSafeKey, aead::Non
 
 /// The key that hedges an XChaCha20-Poly1305 key's nonces (FORMAT.md §4.2):
 /// HMAC-SHA256 with its pads precomputed, wiped on drop.
-pub(crate) type NonceKey = ::hmac::Hmac<::sha2::Sha256>;
+type NonceKey = ::hmac::Hmac<::sha2::Sha256>;
 
 /// Builds a [`NonceKey`] from `K_n`.
-pub(crate) fn nonce_key(k_n: &[u8; 32]) -> NonceKey {
+fn nonce_key(k_n: &[u8; 32]) -> NonceKey {
     <NonceKey as ::hmac::KeyInit>::new_from_slice(k_n).expect("HMAC takes any key length")
 }
 
@@ -115,7 +183,7 @@ fn hedged_nonce(
     nonce_key: &NonceKey,
     random: &[u8; HEDGE_RANDOM_LEN],
     prefix: &[u8],
-    binding: Binding<'_>,
+    binding: Bound<'_>,
     body: &[u8],
 ) -> [u8; XNONCE_LEN] {
     use ::hmac::Mac as _;
@@ -131,8 +199,8 @@ fn hedged_nonce(
 /// Where a new token's body goes: appends room for the nonce (XChaCha20-Poly1305
 /// only) to `out`, which already holds the prefix; the caller appends the
 /// body, then calls [`finish`].
-pub(crate) fn start(key: &Key, out: &mut Vec<u8>) {
-    if let Material::XChaCha { .. } = key.material {
+pub(crate) fn start(key: &Material, out: &mut Vec<u8>) {
+    if let Material::XChaCha { .. } = key {
         out.resize(out.len() + XNONCE_LEN, 0);
     }
 }
@@ -141,13 +209,13 @@ pub(crate) fn start(key: &Key, out: &mut Vec<u8>) {
 /// place) the body that follows `prefix_len + nonce` in `out`, then appends
 /// the tag. Draws randomness only for the AEAD; fails only if that draw fails.
 pub(crate) fn finish(
-    key: &Key,
+    key: &Material,
     out: &mut Vec<u8>,
     prefix_len: usize,
-    binding: Binding<'_>,
+    binding: Bound<'_>,
     random: &dyn SecureRandom,
-) -> Result<(), Error> {
-    match &key.material {
+) -> Result<(), RandomnessUnavailable> {
+    match key {
         Material::Hmac(k) => {
             let (prefix, body) = out.split_at(prefix_len);
             let tag = hmac_tag(k, prefix, binding, body);
@@ -173,12 +241,12 @@ pub(crate) fn finish(
 /// Verifies a decoded token under `key` and returns the range of its
 /// authenticated body (decrypted in place for the AEAD).
 pub(crate) fn open(
-    key: &Key,
+    key: &Material,
     bytes: &mut [u8],
     prefix_len: usize,
-    binding: Binding<'_>,
-) -> Result<core::ops::Range<usize>, Error> {
-    match &key.material {
+    binding: Bound<'_>,
+) -> Result<core::ops::Range<usize>, Refusal> {
+    match key {
         Material::Hmac(k) => {
             let body_end = bytes.len() - TAG_LEN;
             let (signed, tag) = bytes.split_at(body_end);
@@ -187,7 +255,7 @@ pub(crate) fn open(
             if bool::from(expected.as_ref()[..TAG_LEN].ct_eq(tag)) {
                 Ok(prefix_len..body_end)
             } else {
-                Err(Error::AuthenticationFailed)
+                Err(Refusal::AuthenticationFailed)
             }
         }
         Material::XChaCha { key: k, .. } => {
@@ -197,7 +265,7 @@ pub(crate) fn open(
             let plain = with_associated_data(prefix, binding, |ad| {
                 opening.open_in_place(n, aead::Aad::from(ad), sealed)
             })
-            .map_err(|_| Error::AuthenticationFailed)?;
+            .map_err(|_| Refusal::AuthenticationFailed)?;
             let start = prefix_len + XNONCE_LEN;
             Ok(start..start + plain.len())
         }

@@ -14,9 +14,9 @@
 //! the tool would cost 23 characters for the reference claims and push the AEAD
 //! token past 112 characters; storing a short fingerprint instead would make
 //! the binding only as strong as the fingerprint. The price is that a token
-//! presented to the wrong tool fails as [`crate::Error::AuthenticationFailed`],
+//! presented to the wrong tool fails as [`crate::Refusal::AuthenticationFailed`],
 //! not as a distinct "wrong tool" error. The step, which the server reads to
-//! decide what to do next, is stored, so [`crate::Error::WrongStep`] is distinct.
+//! decide what to do next, is stored, so [`crate::Refusal::WrongStep`] is distinct.
 //!
 //! # XChaCha20-Poly1305, not AES-256-GCM with a random 96-bit nonce
 //! The per-key budget must be at least 2^48 tokens at a collision probability
@@ -84,3 +84,29 @@
 //! and child drawing the same pool bytes give the same nonce only to the very
 //! same message, and then mint the very same token. `fill`, for any other use
 //! of the pool's bytes, keeps the check.
+//!
+//! # The API: typed bindings, one error type per kind of failure
+//! A verifier needs a token, a tool, an expected step and a context: three
+//! strings and some bytes that a tired caller can pass in the wrong order and
+//! still compile. So the tool and context are one [`crate::Binding`], built
+//! (and checked, once) from a tool name and a 32-byte [`crate::CallContext`];
+//! the step it expects is added with [`crate::Binding::step`]. `mint` takes
+//! the binding and the step, `verify` the binding and (optionally) the step,
+//! and no two arguments of either have the same type.
+//!
+//! Verification returns [`crate::Refusal`] and nothing else: every way it can
+//! fail is the token's (or an attacker's), answered with an error to the
+//! client. What the caller can get wrong (an empty tool name, a policy value
+//! out of bounds, arguments that are not JSON) is an
+//! [`crate::InvalidArgument`] raised when the value is built, before any
+//! token is looked at. A server can therefore answer every `Refusal` with
+//! MCP's `-32602` and treat everything else as its own bug.
+//!
+//! # No I/O in the core
+//! A keyring file may name secrets kept elsewhere (`secret_file`,
+//! `secret_env`). Reading them is I/O, and I/O needs policy (file ownership
+//! and mode, FIFOs, symlinks) that belongs with whoever reads the keyring
+//! file itself. So the core hands each reference to a
+//! [`crate::SecretSource`] the caller implements; the sidecar's applies the
+//! checks it applies to the keyring file. The core parses and derives only,
+//! and builds unchanged for `wasm32-unknown-unknown` and `x86_64-unknown-none`.

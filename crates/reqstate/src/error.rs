@@ -1,20 +1,33 @@
-//! The one error type of the crate, shared by minting, verifying and keyring loading.
+//! The errors of the crate, one type per kind of failure:
+//!
+//! - [`Refusal`]: a token was refused. What [`crate::Codec::verify`] and
+//!   [`crate::Codec::unseal`] return; the client's fault (or an attacker's),
+//!   to be answered with an error to the client (MCP: `-32602`).
+//! - [`InvalidArgument`]: the caller passed something out of range (an empty
+//!   tool name, a policy value out of bounds, arguments that are not JSON).
+//!   The server's fault, caught where the value is built.
+//! - [`MintError`]: minting failed.
+//! - [`KeyringError`]: a keyring was refused; nothing of it was loaded.
+//! - [`RandomnessUnavailable`]: the random source failed.
+//!
+//! [`Error`] holds any of them, for callers that propagate with `?` across
+//! operations. Every type has `reason()`: a stable snake_case name
+//! (docs/FORMAT.md §8, docs/CLI.md, the sidecar's wire enum).
 
 use alloc::string::String;
 use core::fmt;
 
-use crate::keyring::{Algorithm, KeyId};
-use crate::token::TokenKind;
+use crate::types::{Algorithm, KeyId, TokenKind};
 
-/// Everything that can go wrong when minting, verifying or loading keys.
+/// Why a token was refused.
 ///
-/// Verification errors are ordered as the checks run (see `docs/FORMAT.md`):
-/// a token fails with the first check it does not pass. [`Error::reason`] gives
-/// each variant a stable snake_case name for logs, metrics and the sidecar's
-/// wire enum.
+/// Variants are ordered as the checks run (docs/FORMAT.md §8): a token fails
+/// with the first check it does not pass. Nothing here ever contains key
+/// material; the step names in [`Refusal::WrongStep`] come from the caller
+/// and from an authenticated token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error {
+pub enum Refusal {
     /// The token is longer than the policy allows; nothing of it was decoded.
     TooLarge {
         /// Length of the token in characters.
@@ -77,36 +90,235 @@ pub enum Error {
         /// The step the token carries.
         found: String,
     },
-    /// A lifetime (the TTL asked for at mint, or the one a token carries) is
-    /// longer than the policy allows.
+    /// The lifetime the token carries is longer than the policy allows.
     LifetimeTooLong {
         /// The lifetime, in seconds.
         lifetime: u64,
         /// The policy's maximum, in seconds.
         max: u64,
     },
-    /// The state could not be encoded as CBOR when minting.
-    StateEncoding(String),
     /// The token verified, but its state does not decode into the requested type.
     StateDecoding(String),
-    /// An argument to mint, verify or seal is out of range (empty tool, step too
-    /// long, zero TTL, context too large, a policy value out of bounds …).
-    InvalidArgument(&'static str),
-    /// The random source failed; nothing was minted.
+}
+
+impl Refusal {
+    /// Every refusal's [`Refusal::reason`], in the order of the checks.
+    pub const REASONS: [&'static str; 14] = [
+        "too_large",
+        "malformed",
+        "unsupported_version",
+        "unsupported_algorithm",
+        "wrong_kind",
+        "unknown_key",
+        "retired_key",
+        "algorithm_mismatch",
+        "authentication_failed",
+        "expired",
+        "not_yet_valid",
+        "wrong_step",
+        "lifetime_too_long",
+        "state_decoding",
+    ];
+
+    /// A stable snake_case name for the variant, for logs, metrics labels and
+    /// wire protocols. Never contains token contents or key material.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::TooLarge { .. } => "too_large",
+            Refusal::Malformed(_) => "malformed",
+            Refusal::UnsupportedVersion(_) => "unsupported_version",
+            Refusal::UnsupportedAlgorithm(_) => "unsupported_algorithm",
+            Refusal::WrongKind { .. } => "wrong_kind",
+            Refusal::UnknownKey(_) => "unknown_key",
+            Refusal::RetiredKey(_) => "retired_key",
+            Refusal::AlgorithmMismatch { .. } => "algorithm_mismatch",
+            Refusal::AuthenticationFailed => "authentication_failed",
+            Refusal::Expired { .. } => "expired",
+            Refusal::NotYetValid { .. } => "not_yet_valid",
+            Refusal::WrongStep { .. } => "wrong_step",
+            Refusal::LifetimeTooLong { .. } => "lifetime_too_long",
+            Refusal::StateDecoding(_) => "state_decoding",
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::TooLarge { len, max } => {
+                write!(f, "token is {len} characters; the limit is {max}")
+            }
+            Refusal::Malformed(what) => write!(f, "malformed token: {what}"),
+            Refusal::UnsupportedVersion(v) => write!(f, "unsupported token version {v}"),
+            Refusal::UnsupportedAlgorithm(a) => {
+                write!(f, "unsupported algorithm identifier {a}")
+            }
+            Refusal::WrongKind { expected, found } => {
+                write!(f, "expected a {expected} token, got a {found} token")
+            }
+            Refusal::UnknownKey(id) => write!(f, "no key with id {id} in the keyring"),
+            Refusal::RetiredKey(id) => write!(f, "key {id} is retired; its tokens are refused"),
+            Refusal::AlgorithmMismatch { key_id, key, token } => write!(
+                f,
+                "key {key_id} is {key}, but the token claims {token}; the key decides"
+            ),
+            Refusal::AuthenticationFailed => f.write_str(
+                "authentication failed: the token was altered, or minted under another key, \
+                 for another tool, or with other context",
+            ),
+            Refusal::Expired { expires_at, now } => {
+                write!(f, "token expired at {expires_at} (now {now})")
+            }
+            Refusal::NotYetValid { issued_at, now } => write!(
+                f,
+                "token issued at {issued_at}, beyond the allowed clock skew (now {now})"
+            ),
+            Refusal::WrongStep { expected, found } => {
+                write!(f, "token is for step {found:?}, expected {expected:?}")
+            }
+            Refusal::LifetimeTooLong { lifetime, max } => write!(
+                f,
+                "token lifetime of {lifetime} s exceeds the maximum of {max} s"
+            ),
+            Refusal::StateDecoding(e) => {
+                write!(f, "state does not decode into the requested type: {e}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for Refusal {}
+
+/// An argument out of range: the caller's mistake, not the token's. The
+/// message says which argument and what is allowed; it never repeats the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidArgument(pub(crate) &'static str);
+
+impl InvalidArgument {
+    /// An argument error with this message, for callers that check their
+    /// own arguments alongside the crate's (the message should name the
+    /// argument and what is allowed, never repeat the value).
+    pub const fn new(message: &'static str) -> Self {
+        InvalidArgument(message)
+    }
+
+    /// What is wrong, for a person to read.
+    pub fn message(&self) -> &'static str {
+        self.0
+    }
+
+    /// Always `"invalid_argument"`.
+    pub fn reason(&self) -> &'static str {
+        "invalid_argument"
+    }
+}
+
+impl fmt::Display for InvalidArgument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid argument: {}", self.0)
+    }
+}
+
+impl core::error::Error for InvalidArgument {}
+
+/// The random source failed; nothing was minted or generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RandomnessUnavailable;
+
+impl RandomnessUnavailable {
+    /// Always `"randomness_unavailable"`.
+    pub fn reason(&self) -> &'static str {
+        "randomness_unavailable"
+    }
+}
+
+impl fmt::Display for RandomnessUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the random source failed")
+    }
+}
+
+impl core::error::Error for RandomnessUnavailable {}
+
+/// Why [`crate::Codec::mint`] or [`crate::Codec::seal`] made no token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MintError {
+    /// An argument is out of range: an empty or overlong step, a zero ttl, a
+    /// ttl that takes the expiry past 2^64 − 1.
+    InvalidArgument(InvalidArgument),
+    /// The ttl is longer than the policy allows.
+    LifetimeTooLong {
+        /// The lifetime asked for, in seconds.
+        lifetime: u64,
+        /// The policy's maximum, in seconds.
+        max: u64,
+    },
+    /// The state could not be encoded as CBOR, or its encoding is not one
+    /// well-formed item nested at most [`crate::MAX_STATE_DEPTH`] deep.
+    StateEncoding(String),
+    /// The token would be longer than the policy's maximum.
+    TooLarge {
+        /// The token's length in characters.
+        len: usize,
+        /// The policy's maximum.
+        max: usize,
+    },
+    /// The random source failed.
     RandomnessUnavailable,
-    /// The keyring is invalid; nothing of it was loaded.
-    InvalidKeyring(KeyringError),
+}
+
+impl MintError {
+    /// A stable snake_case name for the variant (the same names as
+    /// [`Refusal::reason`] where they mean the same).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            MintError::InvalidArgument(_) => "invalid_argument",
+            MintError::LifetimeTooLong { .. } => "lifetime_too_long",
+            MintError::StateEncoding(_) => "state_encoding",
+            MintError::TooLarge { .. } => "too_large",
+            MintError::RandomnessUnavailable => "randomness_unavailable",
+        }
+    }
+}
+
+impl fmt::Display for MintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MintError::InvalidArgument(e) => fmt::Display::fmt(e, f),
+            MintError::LifetimeTooLong { lifetime, max } => write!(
+                f,
+                "a lifetime of {lifetime} s exceeds the maximum of {max} s"
+            ),
+            MintError::StateEncoding(e) => write!(f, "state could not be encoded as CBOR: {e}"),
+            MintError::TooLarge { len, max } => {
+                write!(f, "the token would be {len} characters; the limit is {max}")
+            }
+            MintError::RandomnessUnavailable => fmt::Display::fmt(&RandomnessUnavailable, f),
+        }
+    }
+}
+
+impl core::error::Error for MintError {}
+
+impl From<InvalidArgument> for MintError {
+    fn from(e: InvalidArgument) -> Self {
+        MintError::InvalidArgument(e)
+    }
+}
+
+impl From<RandomnessUnavailable> for MintError {
+    fn from(_: RandomnessUnavailable) -> Self {
+        MintError::RandomnessUnavailable
+    }
 }
 
 /// Why a keyring was refused, with where in the source it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyringError {
-    /// 1-based line in the TOML source, when the error has one.
-    pub line: Option<usize>,
-    /// The key the error is about, when it is about one key.
-    pub key_id: Option<KeyId>,
-    /// What is wrong, for a person to read. Never contains key material.
-    pub message: String,
+    line: Option<usize>,
+    key_id: Option<KeyId>,
+    message: String,
 }
 
 impl KeyringError {
@@ -123,6 +335,27 @@ impl KeyringError {
         self.key_id = self.key_id.or(key_id);
         self
     }
+
+    /// 1-based line in the TOML source, when the error has one.
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// The key the error is about, when it is about one key.
+    pub fn key_id(&self) -> Option<KeyId> {
+        self.key_id
+    }
+
+    /// What is wrong, for a person to read. Never contains key material, nor
+    /// any value from the source.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Always `"invalid_keyring"`.
+    pub fn reason(&self) -> &'static str {
+        "invalid_keyring"
+    }
 }
 
 impl fmt::Display for KeyringError {
@@ -137,35 +370,34 @@ impl fmt::Display for KeyringError {
     }
 }
 
-impl From<KeyringError> for Error {
-    fn from(e: KeyringError) -> Self {
-        Error::InvalidKeyring(e)
-    }
+impl core::error::Error for KeyringError {}
+
+/// Any error of the crate, for callers that propagate several operations'
+/// errors with `?`. Each operation returns its own, narrower type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A token was refused.
+    Refused(Refusal),
+    /// An argument was out of range.
+    InvalidArgument(InvalidArgument),
+    /// Minting failed for a reason other than an argument or randomness.
+    Mint(MintError),
+    /// A keyring was refused.
+    InvalidKeyring(KeyringError),
+    /// The random source failed.
+    RandomnessUnavailable,
 }
 
 impl Error {
-    /// A stable snake_case name for the variant, for logs, metrics labels and
-    /// wire protocols. Never contains token contents or key material.
+    /// The reason of the error it holds.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::TooLarge { .. } => "too_large",
-            Error::Malformed(_) => "malformed",
-            Error::UnsupportedVersion(_) => "unsupported_version",
-            Error::UnsupportedAlgorithm(_) => "unsupported_algorithm",
-            Error::WrongKind { .. } => "wrong_kind",
-            Error::UnknownKey(_) => "unknown_key",
-            Error::RetiredKey(_) => "retired_key",
-            Error::AlgorithmMismatch { .. } => "algorithm_mismatch",
-            Error::AuthenticationFailed => "authentication_failed",
-            Error::Expired { .. } => "expired",
-            Error::NotYetValid { .. } => "not_yet_valid",
-            Error::WrongStep { .. } => "wrong_step",
-            Error::LifetimeTooLong { .. } => "lifetime_too_long",
-            Error::StateEncoding(_) => "state_encoding",
-            Error::StateDecoding(_) => "state_decoding",
-            Error::InvalidArgument(_) => "invalid_argument",
-            Error::RandomnessUnavailable => "randomness_unavailable",
-            Error::InvalidKeyring(_) => "invalid_keyring",
+            Error::Refused(e) => e.reason(),
+            Error::InvalidArgument(e) => e.reason(),
+            Error::Mint(e) => e.reason(),
+            Error::InvalidKeyring(e) => e.reason(),
+            Error::RandomnessUnavailable => RandomnessUnavailable.reason(),
         }
     }
 }
@@ -173,47 +405,116 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::TooLarge { len, max } => {
-                write!(f, "token is {len} characters; the limit is {max}")
-            }
-            Error::Malformed(what) => write!(f, "malformed token: {what}"),
-            Error::UnsupportedVersion(v) => write!(f, "unsupported token version {v}"),
-            Error::UnsupportedAlgorithm(a) => write!(f, "unsupported algorithm identifier {a}"),
-            Error::WrongKind { expected, found } => {
-                write!(f, "expected a {expected} token, got a {found} token")
-            }
-            Error::UnknownKey(id) => write!(f, "no key with id {id} in the keyring"),
-            Error::RetiredKey(id) => write!(f, "key {id} is retired; its tokens are refused"),
-            Error::AlgorithmMismatch { key_id, key, token } => write!(
-                f,
-                "key {key_id} is {key}, but the token claims {token}; the key decides"
-            ),
-            Error::AuthenticationFailed => f.write_str(
-                "authentication failed: the token was altered, or minted under another key, \
-                 for another tool, or with other context",
-            ),
-            Error::Expired { expires_at, now } => {
-                write!(f, "token expired at {expires_at} (now {now})")
-            }
-            Error::NotYetValid { issued_at, now } => write!(
-                f,
-                "token issued at {issued_at}, beyond the allowed clock skew (now {now})"
-            ),
-            Error::WrongStep { expected, found } => {
-                write!(f, "token is for step {found:?}, expected {expected:?}")
-            }
-            Error::LifetimeTooLong { lifetime, max } => {
-                write!(f, "lifetime of {lifetime} s exceeds the maximum of {max} s")
-            }
-            Error::StateEncoding(e) => write!(f, "state could not be encoded as CBOR: {e}"),
-            Error::StateDecoding(e) => {
-                write!(f, "state does not decode into the requested type: {e}")
-            }
-            Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
-            Error::RandomnessUnavailable => f.write_str("the random source failed"),
+            Error::Refused(e) => fmt::Display::fmt(e, f),
+            Error::InvalidArgument(e) => fmt::Display::fmt(e, f),
+            Error::Mint(e) => fmt::Display::fmt(e, f),
             Error::InvalidKeyring(e) => write!(f, "invalid keyring: {e}"),
+            Error::RandomnessUnavailable => fmt::Display::fmt(&RandomnessUnavailable, f),
         }
     }
 }
 
-impl core::error::Error for Error {}
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Error::Refused(e) => Some(e),
+            Error::InvalidArgument(e) => Some(e),
+            Error::Mint(e) => Some(e),
+            Error::InvalidKeyring(e) => Some(e),
+            Error::RandomnessUnavailable => None,
+        }
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(e: Refusal) -> Self {
+        Error::Refused(e)
+    }
+}
+
+impl From<InvalidArgument> for Error {
+    fn from(e: InvalidArgument) -> Self {
+        Error::InvalidArgument(e)
+    }
+}
+
+/// Mint errors that have their own [`Error`] variant land there.
+impl From<MintError> for Error {
+    fn from(e: MintError) -> Self {
+        match e {
+            MintError::InvalidArgument(e) => Error::InvalidArgument(e),
+            MintError::RandomnessUnavailable => Error::RandomnessUnavailable,
+            other => Error::Mint(other),
+        }
+    }
+}
+
+impl From<KeyringError> for Error {
+    fn from(e: KeyringError) -> Self {
+        Error::InvalidKeyring(e)
+    }
+}
+
+impl From<RandomnessUnavailable> for Error {
+    fn from(_: RandomnessUnavailable) -> Self {
+        Error::RandomnessUnavailable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_table_lists_every_refusal_in_check_order() {
+        let samples = [
+            Refusal::TooLarge { len: 2, max: 1 },
+            Refusal::Malformed("x"),
+            Refusal::UnsupportedVersion(2),
+            Refusal::UnsupportedAlgorithm(3),
+            Refusal::WrongKind {
+                expected: TokenKind::State,
+                found: TokenKind::Sealed,
+            },
+            Refusal::UnknownKey(KeyId::new(1)),
+            Refusal::RetiredKey(KeyId::new(1)),
+            Refusal::AlgorithmMismatch {
+                key_id: KeyId::new(1),
+                key: Algorithm::HmacSha256,
+                token: Algorithm::XChaCha20Poly1305,
+            },
+            Refusal::AuthenticationFailed,
+            Refusal::Expired {
+                expires_at: 1,
+                now: 2,
+            },
+            Refusal::NotYetValid {
+                issued_at: 9,
+                now: 2,
+            },
+            Refusal::WrongStep {
+                expected: "a".into(),
+                found: "b".into(),
+            },
+            Refusal::LifetimeTooLong {
+                lifetime: 9,
+                max: 1,
+            },
+            Refusal::StateDecoding("x".into()),
+        ];
+        let reasons: alloc::vec::Vec<_> = samples.iter().map(Refusal::reason).collect();
+        assert_eq!(reasons, Refusal::REASONS);
+    }
+
+    #[test]
+    fn the_umbrella_keeps_each_reason() {
+        let e: Error = MintError::InvalidArgument(InvalidArgument("x")).into();
+        assert_eq!(e, Error::InvalidArgument(InvalidArgument("x")));
+        let e: Error = MintError::RandomnessUnavailable.into();
+        assert_eq!(e.reason(), "randomness_unavailable");
+        let e: Error = MintError::StateEncoding("x".into()).into();
+        assert_eq!(e.reason(), "state_encoding");
+        let e: Error = Refusal::AuthenticationFailed.into();
+        assert_eq!(e.reason(), "authentication_failed");
+    }
+}

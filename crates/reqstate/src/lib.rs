@@ -10,10 +10,17 @@
 //! audience, a digest of the arguments) that is authenticated but never stored.
 //!
 //! - [`Keyring`]: keys by compact id, one primary that mints, active keys that
-//!   still verify, retired keys whose tokens are refused. Loaded from TOML.
+//!   still verify, retired keys whose tokens are refused. Loaded from TOML;
+//!   secrets kept in files or the environment are read by the caller's
+//!   [`SecretSource`] (this crate does no I/O).
 //! - [`Codec`]: [`Codec::mint`] / [`Codec::verify`] for state tokens,
 //!   [`Codec::seal`] / [`Codec::unseal`] for SDKs that stamp their own claims.
+//! - [`Binding`] (tool and [`CallContext`]) and [`Expected`] (a binding and a
+//!   step): what a token is bound to and what a verifier requires, built and
+//!   checked once.
 //! - [`call_context`]: the canonical context of one call.
+//! - Errors by kind: [`Refusal`] (the token is refused), [`InvalidArgument`]
+//!   (the caller's mistake), [`MintError`], [`KeyringError`]; [`Error`] holds any.
 //! - [`UntrustedToken`]: what can be read of a token before it is verified.
 //!
 //! The byte format is specified in `docs/FORMAT.md`; the design reasons are in
@@ -22,7 +29,7 @@
 //! ```
 //! # #[cfg(feature = "std")] {
 //! use core::time::Duration;
-//! use reqstate::{Codec, Keyring};
+//! use reqstate::{Binding, Codec, Keyring};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Debug, PartialEq)]
@@ -37,11 +44,12 @@
 //! "#)?;
 //! let codec = Codec::new(keyring);
 //! let context = reqstate::call_context("user-42", "counter-server", "tools/call", r#"{"current":10}"#)?;
+//! let binding = Binding::new("increase-counter", &context)?;
 //!
 //! let state = Counter { current: 10, amount: 5 };
-//! let token = codec.mint("increase-counter", "confirm", &state, Duration::from_secs(600), &context)?;
+//! let minted = codec.mint(binding, "confirm", &state, Duration::from_secs(600))?;
 //!
-//! let verified = codec.verify_step::<Counter>(&token, "increase-counter", "confirm", &context)?;
+//! let verified = codec.verify::<Counter>(&minted.token, binding.step("confirm"))?;
 //! assert_eq!(verified.state, state);
 //! # }
 //! # Ok::<(), reqstate::Error>(())
@@ -49,9 +57,11 @@
 //!
 //! # Features
 //! - `std` (default): [`SystemClock`], [`OsRandom`], [`BufferedRandom`] (the
-//!   per-thread pool [`Codec::new`] draws nonce randomness from), [`Codec::new`], and
-//!   keyring secrets from files and environment variables. Without it the
-//!   crate is `no_std + alloc`; supply a [`Clock`] and a [`SecureRandom`].
+//!   per-thread pool [`Codec::new`] draws nonce randomness from) and
+//!   [`Codec::new`]. Without it the crate is `no_std + alloc`; supply a
+//!   [`Clock`] and a [`SecureRandom`]. No feature reads files or the
+//!   environment.
+//! - `test-util`: `FixedClock`, a clock stuck at one second, for tests.
 //!   On the soft-float `x86_64-unknown-none` target, build with
 //!   `RUSTFLAGS='-C target-feature=+sse,+sse2 --cfg sha2_backend="soft"'`
 //!   (`ring` needs SSE2; `sha2`'s SHA-NI backend does not build there).
@@ -66,32 +76,73 @@
 
 extern crate alloc;
 
+// The modules, ground floor first; each imports only from those listed
+// before it, so the graph has no cycle:
+//
+//   types      ids, algorithm, status, token kind, sizes and limits
+//   error      one error type per kind of failure
+//   cbor       the CBOR walker (bounded, allocation-free)
+//   policy     the codec's limits
+//   token      base64url, header byte, key id: the untrusted view
+//   claims     the claims envelope
+//   outcome    what each operation gives back
+//   clock      injectable time
+//   random     injectable randomness
+//   crypto     key derivation, HMAC-SHA256, XChaCha20-Poly1305
+//   keyring    keys and the keyring
+//   datetime   calendar arithmetic for `created`
+//   keyring_toml  the TOML keyring file and secret references
+//   context    the call context (RFC 8785)
+//   binding    what a token is bound to, what a verifier expects
+//   codec      mint, verify, seal, unseal: parse → key → tag → claims → bindings
+mod binding;
+mod cbor;
+mod claims;
 mod clock;
 mod codec;
 mod context;
 mod crypto;
+mod datetime;
 pub mod design;
 mod error;
 mod keyring;
-mod keyring_file;
+mod keyring_toml;
+mod outcome;
+mod policy;
+mod random;
 mod token;
+mod types;
 
+pub use binding::{Aad, Binding, Expected};
+pub use clock::Clock;
+#[cfg(any(test, feature = "test-util"))]
+pub use clock::FixedClock;
 #[cfg(feature = "std")]
-pub use clock::{BufferedRandom, OsRandom, SystemClock};
-pub use clock::{Clock, FixedClock, SecureRandom};
-pub use codec::{
-    Codec, MAX_CONTEXT_LEN, MAX_STEP_LEN, MAX_TOOL_LEN, Minted, Policy, Unsealed, Verified,
-};
+pub use clock::SystemClock;
+pub use codec::Codec;
 pub use context::{
-    CALL_CONTEXT_LEN, MAX_ARGUMENTS_DEPTH, call_context, call_context_from_value, canonical_json,
+    CALL_CONTEXT_LEN, CallContext, MAX_ARGUMENTS_DEPTH, call_context, call_context_from_value,
+    canonical_json,
 };
-pub use error::{Error, KeyringError};
-pub use keyring::{
-    Algorithm, Key, KeyId, KeySpec, KeyStatus, Keyring, MAX_SECRET_LEN, MIN_SECRET_LEN, Secret,
+pub use datetime::rfc3339_utc;
+pub use error::{Error, InvalidArgument, KeyringError, MintError, RandomnessUnavailable, Refusal};
+pub use keyring::{Key, KeySpec, Keyring, Secret};
+pub use keyring_toml::{SecretRef, SecretSource};
+pub use outcome::{Minted, Sealed, Unsealed, Verified};
+pub use policy::Policy;
+pub use random::SecureRandom;
+#[cfg(feature = "std")]
+pub use random::{BufferedRandom, OsRandom};
+pub use token::UntrustedToken;
+pub use types::{
+    Algorithm, KeyId, KeyStatus, MAX_CONTEXT_LEN, MAX_SECRET_LEN, MAX_STATE_DEPTH, MAX_STEP_LEN,
+    MAX_TOOL_LEN, MIN_SECRET_LEN, TAG_LEN, TokenKind, VERSION, XNONCE_LEN,
 };
+/// The wiper of [`SecretSource::resolve`]'s result, re-exported so that a
+/// source needs no `zeroize` dependency of its own.
+pub use zeroize::Zeroizing;
+
 /// The README's Rust snippets, compiled as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
-
-pub use token::{MAX_STATE_DEPTH, TAG_LEN, TokenKind, UntrustedToken, VERSION, XNONCE_LEN};

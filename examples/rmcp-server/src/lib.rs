@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqstate::Codec;
+use reqstate::{Binding, CallContext, Codec};
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -197,27 +197,31 @@ impl CounterServer {
         ))
     }
 
+    /// Mints a token for `step` carrying `state`, bound to [`TOOL`] and
+    /// `context`, valid for [`TTL`].
     fn mint<T: Serialize>(
         &self,
         step: &str,
         state: &T,
-        context: &[u8],
+        context: &CallContext,
     ) -> Result<String, ErrorData> {
         self.codec
-            .mint(TOOL, step, state, TTL, context)
+            .mint(binding(context)?, step, state, TTL)
+            .map(|minted| minted.token)
             .map_err(|e| ErrorData::internal_error(format!("cannot mint requestState: {e}"), None))
     }
 
-    /// Verifies `token` for `step`; every failure is `-32602` with the
-    /// reqstate reason (`authentication_failed`, `expired`, `wrong_step`, …).
+    /// Verifies `token` for `step`, bound to [`TOOL`] and `context`; every
+    /// failure is `-32602` with the reqstate reason (`authentication_failed`,
+    /// `expired`, `wrong_step`, …).
     fn verify<T: for<'de> Deserialize<'de>>(
         &self,
         token: &str,
         step: &str,
-        context: &[u8],
+        context: &CallContext,
     ) -> Result<T, ErrorData> {
         self.codec
-            .verify_step::<T>(token, TOOL, step, context)
+            .verify::<T>(token, binding(context)?.step(step))
             .map(|verified| verified.state)
             .map_err(|e| {
                 ErrorData::invalid_params(
@@ -226,6 +230,13 @@ impl CounterServer {
                 )
             })
     }
+}
+
+/// What every token of the tool is bound to: [`TOOL`] and the call context.
+/// Only fails if [`TOOL`] were not a valid tool name: a bug of this server.
+fn binding(context: &CallContext) -> Result<Binding<'_>, ErrorData> {
+    Binding::new(TOOL, context)
+        .map_err(|e| ErrorData::internal_error(format!("cannot bind requestState: {e}"), None))
 }
 
 /// An `input_required` result asking one form elicitation under `key`.

@@ -235,10 +235,16 @@ async fn amount_step_token_cannot_skip_confirmation() {
     client.cancel().await.expect("client stops");
 }
 
-#[tokio::test]
-async fn stdio_binary_serves_the_same_flow() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reqstate-example-rmcp"))
-        .env_remove("REQSTATE_KEYRING")
+/// Runs the flow against the stdio binary, started with `REQSTATE_KEYRING`
+/// set to `keyring` (or unset), and checks that it exits once the client
+/// closes its stdin.
+async fn flow_through_the_binary(keyring: Option<&std::path::Path>) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reqstate-example-rmcp"));
+    match keyring {
+        Some(path) => command.env("REQSTATE_KEYRING", path),
+        None => command.env_remove("REQSTATE_KEYRING"),
+    };
+    let mut child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -258,4 +264,42 @@ async fn stdio_binary_serves_the_same_flow() {
         .expect("the server exits when stdin closes")
         .expect("wait");
     assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn stdio_binary_serves_the_same_flow() {
+    flow_through_the_binary(None).await;
+}
+
+#[tokio::test]
+async fn stdio_binary_reads_the_secret_file_its_keyring_names() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let secret = dir.path().join("key-1.b64");
+    std::fs::write(&secret, "EBceJSwzOkFIT1ZdZGtyeYCHjpWco6qxuL/GzdTb4uk=\n").expect("secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let keyring = dir.path().join("keyring.toml");
+    // A relative `secret_file`: resolved against the keyring's directory, not
+    // the server's working directory.
+    let toml = "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"key-1.b64\"\n";
+    std::fs::write(&keyring, toml).expect("keyring");
+
+    flow_through_the_binary(Some(&keyring)).await;
+
+    // A secret file other users may read is refused: the server does not start.
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_reqstate-example-rmcp"))
+        .env("REQSTATE_KEYRING", &keyring)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("the server binary runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("secret_file"), "{stderr}");
+    assert!(
+        !stderr.contains("EBceJSwz"),
+        "the error shows the secret: {stderr}"
+    );
 }

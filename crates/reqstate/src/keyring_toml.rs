@@ -1,4 +1,7 @@
-//! The TOML keyring file: parsing, validation and error locations.
+//! The TOML keyring file (docs/KEYRING.md): parsing, validation and error
+//! locations. Secrets written inline are decoded here; `secret_file` and
+//! `secret_env` references are handed to the caller's [`SecretSource`]: the
+//! core reads no file and no environment variable.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -6,9 +9,69 @@ use alloc::vec::Vec;
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
+use zeroize::Zeroizing;
 
-use crate::error::{Error, KeyringError};
-use crate::keyring::{KeyId, KeySpec, Keyring, Secret, parse_algorithm, parse_status};
+use crate::datetime::days_from_civil;
+use crate::error::KeyringError;
+use crate::keyring::{KeySpec, Keyring, Secret};
+use crate::types::{Algorithm, KeyId, KeyStatus};
+
+/// A reference to a secret kept outside the keyring file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SecretRef<'a> {
+    /// `secret_file = "…"`: a path, as written (a relative one is the
+    /// source's to resolve, usually against the keyring file's directory).
+    File(&'a str),
+    /// `secret_env = "…"`: the name of an environment variable.
+    Env(&'a str),
+}
+
+/// Resolves a keyring's `secret_file` and `secret_env` references.
+///
+/// The core does no I/O: whoever loads a keyring file decides how a
+/// reference is read and what is checked first (the sidecar's source opens
+/// files without following a FIFO and applies the keyring file's own
+/// ownership and mode checks). [`Keyring::from_toml`] resolves none.
+pub trait SecretSource {
+    /// The secret's text, base64 as in an inline `secret` (decoded by the
+    /// loader). On failure, a message for a person: it must not repeat the
+    /// reference or anything read (either could be key material); the loader
+    /// adds the line and the key id.
+    fn resolve(&self, reference: SecretRef<'_>) -> Result<Zeroizing<String>, String>;
+}
+
+/// The source behind [`Keyring::from_toml`]: inline secrets only.
+struct InlineOnly;
+
+impl SecretSource for InlineOnly {
+    fn resolve(&self, reference: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+        let field = match reference {
+            SecretRef::File(_) => "secret_file",
+            SecretRef::Env(_) => "secret_env",
+        };
+        Err(format!(
+            "{field} needs a secret source (Keyring::from_toml_with); \
+             Keyring::from_toml reads inline secrets only"
+        ))
+    }
+}
+
+impl Keyring {
+    /// Parses a keyring from TOML (format: docs/KEYRING.md) whose secrets
+    /// are all inline (`secret`, base64). A `secret_file` or `secret_env`
+    /// is refused: use [`Keyring::from_toml_with`]. Errors name the line and
+    /// key they are about, never a value from the source.
+    pub fn from_toml(source: &str) -> Result<Self, KeyringError> {
+        parse(source, &InlineOnly)
+    }
+
+    /// [`Keyring::from_toml`], resolving `secret_file` and `secret_env`
+    /// through `secrets`.
+    pub fn from_toml_with(source: &str, secrets: &dyn SecretSource) -> Result<Self, KeyringError> {
+        parse(source, secrets)
+    }
+}
 
 // Errors never repeat a value (or an unknown name) from the file: a secret
 // pasted into the wrong field (`secret_env = "${KEY}"` expanded by a
@@ -135,7 +198,7 @@ impl Drop for Document<'_> {
     }
 }
 
-pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
+fn parse(source: &str, secrets: &dyn SecretSource) -> Result<Keyring, KeyringError> {
     let document = Document(DeTable::parse(source).map_err(|e| syntax_error(source, &e))?);
     let root = &document.0;
     let at = |span: core::ops::Range<usize>| Some(line_of(source, span.start));
@@ -148,16 +211,14 @@ pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
                     return Err(KeyringError::new(format!(
                         "unsupported keyring version {v}; this reader knows version 1"
                     ))
-                    .at(at(name.span()), None)
-                    .into());
+                    .at(at(name.span()), None));
                 }
                 None => {
                     return Err(KeyringError::new(format!(
                         "`version` must be the integer 1, not {} (the value is not shown)",
                         kind(value.get_ref())
                     ))
-                    .at(at(name.span()), None)
-                    .into());
+                    .at(at(name.span()), None));
                 }
             },
             "key" => keys = Some(value),
@@ -166,8 +227,7 @@ pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
                     "unknown top-level field {}, expected `version` or `key`",
                     shown_name(other)
                 ))
-                .at(at(name.span()), None)
-                .into());
+                .at(at(name.span()), None));
             }
         }
     }
@@ -179,12 +239,11 @@ pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
                 "`key` must be an array of [[key]] tables, not {}",
                 kind(other)
             ))
-            .at(at(k.span()), None)
-            .into());
+            .at(at(k.span()), None));
         }
     };
     if tables.is_empty() {
-        return Err(KeyringError::new("the keyring has no [[key]] entries").into());
+        return Err(KeyringError::new("the keyring has no [[key]] entries"));
     }
     let mut specs = Vec::with_capacity(tables.len());
     let mut lines = Vec::with_capacity(tables.len());
@@ -195,12 +254,11 @@ pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
                 "`key` must be an array of [[key]] tables; an element is {}",
                 kind(table.get_ref())
             ))
-            .at(Some(line), None)
-            .into());
+            .at(Some(line), None));
         };
         let entry = read_entry(source, fields).map_err(|e| e.at(Some(line), None))?;
-        let spec = entry_to_spec(entry, base).map_err(|e| e.at(Some(line), None))?;
-        lines.push((spec.id, line));
+        let spec = entry_to_spec(entry, secrets).map_err(|e| e.at(Some(line), None))?;
+        lines.push((spec.id(), line));
         specs.push(spec);
     }
     // Duplicate ids are checked here too, so the error can name both lines.
@@ -209,23 +267,17 @@ pub(crate) fn parse(source: &str, base: BaseDir<'_>) -> Result<Keyring, Error> {
             return Err(KeyringError::new(format!(
                 "duplicate key id (first defined on line {first})"
             ))
-            .at(Some(*line), Some(*id))
-            .into());
+            .at(Some(*line), Some(*id)));
         }
     }
-    Keyring::new(specs).map_err(|e| match e {
-        Error::InvalidKeyring(mut k) => {
-            if k.line.is_none() {
-                k.line = k.key_id.and_then(|id| {
-                    lines
-                        .iter()
-                        .find(|(other, _)| *other == id)
-                        .map(|(_, l)| *l)
-                });
-            }
-            Error::InvalidKeyring(k)
-        }
-        other => other,
+    Keyring::new(specs).map_err(|e| {
+        let line = e.key_id().and_then(|id| {
+            lines
+                .iter()
+                .find(|(other, _)| *other == id)
+                .map(|(_, l)| *l)
+        });
+        e.at(line, None)
     })
 }
 
@@ -290,14 +342,7 @@ fn read_entry<'t>(source: &str, fields: &'t DeTable<'_>) -> Result<Entry<'t>, Ke
     Ok(entry)
 }
 
-/// Where relative `secret_file` paths are resolved: a directory with `std`.
-#[cfg(feature = "std")]
-pub(crate) type BaseDir<'a> = Option<&'a std::path::Path>;
-/// Without `std` there are no files.
-#[cfg(not(feature = "std"))]
-pub(crate) type BaseDir<'a> = Option<&'a ()>;
-
-fn entry_to_spec(entry: Entry<'_>, base: BaseDir<'_>) -> Result<KeySpec, KeyringError> {
+fn entry_to_spec(entry: Entry<'_>, secrets: &dyn SecretSource) -> Result<KeySpec, KeyringError> {
     // `read_entry` made sure both are there.
     let (Some(raw_id), Some(status)) = (entry.id, entry.status) else {
         return Err(KeyringError::new("missing field `id` or `status`"));
@@ -308,15 +353,15 @@ fn entry_to_spec(entry: Entry<'_>, base: BaseDir<'_>) -> Result<KeySpec, Keyring
     let with_id = |e: KeyringError| e.at(None, Some(id));
     // The names are not repeated: a misplaced secret would be.
     let algorithm = match entry.algorithm {
-        None => crate::Algorithm::DEFAULT,
-        Some(name) => parse_algorithm(name).map_err(|_| {
+        None => Algorithm::DEFAULT,
+        Some(name) => Algorithm::from_name(name).ok_or_else(|| {
             with_id(KeyringError::new(
                 "unknown algorithm (the value is not shown); \
                  expected \"xchacha20-poly1305\" or \"hmac-sha256\"",
             ))
         })?,
     };
-    let status = parse_status(status).map_err(|_| {
+    let status = KeyStatus::from_name(status).ok_or_else(|| {
         with_id(KeyringError::new(
             "unknown status (the value is not shown); \
              expected \"primary\", \"active\" or \"retired\"",
@@ -328,95 +373,31 @@ fn entry_to_spec(entry: Entry<'_>, base: BaseDir<'_>) -> Result<KeySpec, Keyring
     };
     let secret = match (entry.secret, entry.secret_file, entry.secret_env) {
         (Some(text), None, None) => Secret::from_base64(text).map_err(with_id)?,
-        (None, Some(path), None) => read_secret_file(path, base).map_err(with_id)?,
-        (None, None, Some(var)) => read_secret_env(var).map_err(with_id)?,
+        (None, Some(path), None) => resolve(secrets, SecretRef::File(path)).map_err(with_id)?,
+        (None, None, Some(var)) => resolve(secrets, SecretRef::Env(var)).map_err(with_id)?,
         _ => {
             return Err(with_id(KeyringError::new(
                 "exactly one of secret, secret_file or secret_env must be given",
             )));
         }
     };
-    Ok(KeySpec {
-        id,
-        algorithm,
-        status,
-        created_at,
-        secret,
+    let spec = KeySpec::new(id, algorithm, status, secret);
+    Ok(match created_at {
+        Some(at) => spec.created_at(at),
+        None => spec,
     })
 }
 
-/// Longest `secret_file` read, in bytes: a 1024-byte secret is 1368 base64
-/// characters; anything much longer is not a secret file.
-#[cfg(feature = "std")]
-const MAX_SECRET_FILE_LEN: u64 = 4096;
-
-/// Reads a `secret_file`. The path is never repeated in errors (a secret put
-/// in `secret_file` by mistake would be); the line and key id locate it.
-#[cfg(feature = "std")]
-fn read_secret_file(path: &str, base: BaseDir<'_>) -> Result<Secret, KeyringError> {
-    use std::io::Read as _;
-    let resolved = match base {
-        Some(dir) if std::path::Path::new(path).is_relative() => dir.join(path),
-        _ => std::path::PathBuf::from(path),
+/// Resolves a reference through the caller's source and decodes its base64.
+fn resolve(secrets: &dyn SecretSource, reference: SecretRef<'_>) -> Result<Secret, KeyringError> {
+    let field = match reference {
+        SecretRef::File(_) => "secret_file",
+        SecretRef::Env(_) => "secret_env",
     };
-    let cannot =
-        |e: &dyn core::fmt::Display| KeyringError::new(format!("cannot read secret_file: {e}"));
-    // Opened without blocking (a FIFO, even one swapped in after any check
-    // by path, would block until a writer comes), then the opened file
-    // itself is checked: a regular file, small. The read is capped as well,
-    // in case the file grows.
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NONBLOCK | libc::O_NOCTTY,
-    );
-    let file = options.open(&resolved).map_err(|e| cannot(&e))?;
-    let meta = file.metadata().map_err(|e| cannot(&e))?;
-    if !meta.is_file() {
-        return Err(cannot(&"not a regular file"));
-    }
-    if meta.len() > MAX_SECRET_FILE_LEN {
-        return Err(cannot(&"longer than 4096 bytes"));
-    }
-    let mut bytes = zeroize::Zeroizing::new(Vec::new());
-    file.take(MAX_SECRET_FILE_LEN + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| cannot(&e))?;
-    if bytes.len() as u64 > MAX_SECRET_FILE_LEN {
-        return Err(cannot(&"longer than 4096 bytes"));
-    }
-    let text = core::str::from_utf8(&bytes)
-        .map_err(|_| KeyringError::new("secret_file is not base64 text"))?;
-    Secret::from_base64(text).map_err(|e| KeyringError::new(format!("secret_file: {}", e.message)))
-}
-
-#[cfg(not(feature = "std"))]
-fn read_secret_file(_path: &str, _base: BaseDir<'_>) -> Result<Secret, KeyringError> {
-    Err(KeyringError::new(
-        "secret_file needs the `std` feature; give the secret inline",
-    ))
-}
-
-/// Reads a `secret_env` variable. Its name is never repeated in errors (a
-/// templater may have expanded `${KEY}` into it); the line and key id locate it.
-#[cfg(feature = "std")]
-fn read_secret_env(var: &str) -> Result<Secret, KeyringError> {
-    let value = zeroize::Zeroizing::new(std::env::var(var).map_err(|_| {
-        KeyringError::new(
-            "the environment variable named by secret_env is not set or not UTF-8 \
-             (the name is not shown: it could be key material)",
-        )
-    })?);
-    Secret::from_base64(&value).map_err(|e| KeyringError::new(format!("secret_env: {}", e.message)))
-}
-
-#[cfg(not(feature = "std"))]
-fn read_secret_env(_var: &str) -> Result<Secret, KeyringError> {
-    Err(KeyringError::new(
-        "secret_env needs the `std` feature; give the secret inline",
-    ))
+    let text = secrets
+        .resolve(reference)
+        .map_err(|message| KeyringError::new(format!("{field}: {message}")))?;
+    Secret::from_base64(&text).map_err(|e| KeyringError::new(format!("{field}: {}", e.message())))
 }
 
 /// Converts a TOML offset date-time to unix seconds.
@@ -436,27 +417,5 @@ fn datetime_to_unix(dt: &toml::value::Datetime) -> Result<u64, String> {
         toml::value::Offset::Custom { minutes } => i64::from(minutes),
     };
     u64::try_from(seconds - offset_minutes * 60)
-        .map_err(|_| "created is before 1970-01-01T00:00:00Z".to_string())
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn days_from_civil_matches_known_dates() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(2026, 11, 30), 20_787);
-    }
+        .map_err(|_| String::from("created is before 1970-01-01T00:00:00Z"))
 }

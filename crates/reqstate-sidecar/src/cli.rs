@@ -1,0 +1,382 @@
+//! The command line: every subcommand and flag of `reqstate`, with its
+//! `REQSTATE_*` variable. Parsing only; `serve`'s flags are checked into a
+//! [`crate::config::ServeConfig`], the others are run by [`crate::keys`] and
+//! [`crate::local`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use reqstate::Policy;
+
+/// `EX_USAGE` from sysexits.h: the command line or configuration is wrong.
+/// Nothing was bound or started.
+pub const EXIT_BAD_CONFIG: u8 = 64;
+
+/// The `reqstate` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "reqstate",
+    version,
+    about = "Mint and verify MCP requestState tokens: a gRPC sidecar and its key tooling",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Log filter: off, error, warn, info, debug or trace, optionally per
+    /// target (`info,reqstate_sidecar=debug`). Logs go to standard error.
+    #[arg(long, global = true, env = "REQSTATE_LOG", default_value = "info")]
+    pub log: String,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// Parses a command line. On `--help` or `--version` the text is printed
+    /// and `Err(0)` returned; on a usage error the message is printed and
+    /// `Err(EXIT_BAD_CONFIG)` returned, so the caller only has to exit.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, u8>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        Cli::try_parse_from(args).map_err(|e| {
+            // Printing can only fail if stderr/stdout is gone; the exit code still says it.
+            let _ = e.print();
+            if e.use_stderr() { EXIT_BAD_CONFIG } else { 0 }
+        })
+    }
+}
+
+/// The subcommands of `reqstate`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gRPC sidecar.
+    Serve(ServeArgs),
+    /// Create, promote, retire and list the keys of a keyring file.
+    Keys {
+        /// Which key operation.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Mint a token locally with a keyring file; prints JSON.
+    Mint(MintArgs),
+    /// Verify a token locally with a keyring file; prints JSON, exits 1 when invalid.
+    Verify(VerifyArgs),
+    /// Show a token's header (version, kind, key id, algorithm, size) without
+    /// keys. Never decrypts or verifies anything.
+    Inspect(InspectArgs),
+}
+
+/// The flags of `reqstate serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// First-run mode: an ephemeral in-memory key (tokens die with the
+    /// process), listening on 127.0.0.1:50051 unless --listen says otherwise.
+    #[arg(long, env = "REQSTATE_DEV", conflicts_with = "keyring")]
+    pub dev: bool,
+
+    /// The keyring file (TOML, see docs/KEYRING.md). Reloaded on SIGHUP and
+    /// when it changes.
+    #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+    pub keyring: Option<PathBuf>,
+
+    /// Where to serve gRPC: `unix:PATH` or `tcp:HOST:PORT`. Repeatable; the
+    /// variable takes a comma-separated list.
+    #[arg(
+        long,
+        env = "REQSTATE_LISTEN",
+        value_name = "ADDR",
+        value_delimiter = ','
+    )]
+    pub listen: Vec<String>,
+
+    /// Serve Prometheus metrics (`/metrics`) and readiness (`/ready`) on this
+    /// address, apart from the gRPC listeners. Unauthenticated: a
+    /// non-loopback address is refused without --insecure.
+    #[arg(long, env = "REQSTATE_METRICS", value_name = "HOST:PORT")]
+    pub metrics: Option<String>,
+
+    /// Require `authorization: Bearer <token>` on every call except health
+    /// checks; the token is the file's content, surrounding whitespace removed.
+    /// A non-loopback listener needs it or --client-ca.
+    #[arg(long, env = "REQSTATE_AUTH_TOKEN_FILE", value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// TLS certificate chain (PEM) for the TCP listeners.
+    #[arg(
+        long,
+        env = "REQSTATE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM) for the TCP listeners.
+    #[arg(
+        long,
+        env = "REQSTATE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// Require TCP clients to present a certificate signed by this CA (PEM).
+    #[arg(
+        long,
+        env = "REQSTATE_CLIENT_CA",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub client_ca: Option<PathBuf>,
+
+    /// Allow a non-loopback TCP listener without TLS or without caller
+    /// authentication (--client-ca or --auth-token-file), and a non-loopback
+    /// --metrics address. Anyone who can reach such a listener can mint: use
+    /// only on a network you trust entirely.
+    #[arg(long, env = "REQSTATE_INSECURE")]
+    pub insecure: bool,
+
+    /// Load a keyring file that group or others may read (refused by
+    /// default, as ssh refuses such private keys).
+    #[arg(long, env = "REQSTATE_ALLOW_INSECURE_KEYRING_PERMISSIONS")]
+    pub allow_insecure_keyring_permissions: bool,
+
+    /// Only these uids may call over Unix sockets (checked with the socket's
+    /// peer credentials). Repeatable; the variable takes a comma-separated list.
+    #[arg(
+        long = "allow-uid",
+        env = "REQSTATE_ALLOW_UIDS",
+        value_name = "UID",
+        value_delimiter = ','
+    )]
+    pub allow_uids: Vec<u32>,
+
+    /// Lifetime of tokens minted with `ttl_seconds = 0`, in seconds.
+    #[arg(long, env = "REQSTATE_DEFAULT_TTL", default_value_t = 600)]
+    pub default_ttl: u64,
+
+    /// Longest lifetime minted or accepted, in seconds (at most 30 days).
+    #[arg(long, env = "REQSTATE_MAX_TTL", default_value_t = Policy::DEFAULT_MAX_LIFETIME)]
+    pub max_ttl: u64,
+
+    /// Clock leeway for issue and expiry times, in seconds (at most 600).
+    #[arg(long, env = "REQSTATE_CLOCK_LEEWAY", default_value_t = Policy::DEFAULT_CLOCK_LEEWAY)]
+    pub clock_leeway: u64,
+
+    /// Longest token minted or accepted, in characters.
+    #[arg(long, env = "REQSTATE_MAX_TOKEN_LEN", default_value_t = Policy::DEFAULT_MAX_TOKEN_LEN)]
+    pub max_token_len: usize,
+
+    /// Largest request message accepted, in bytes; larger ones fail with
+    /// OUT_OF_RANGE and the sidecar keeps serving.
+    #[arg(long, env = "REQSTATE_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+
+    /// Most items in one MintBatch or VerifyBatch call.
+    #[arg(long, env = "REQSTATE_MAX_BATCH_ITEMS", default_value_t = 1000)]
+    pub max_batch_items: usize,
+
+    /// Deadline of every call, in milliseconds (a shorter client
+    /// `grpc-timeout` wins).
+    #[arg(long, env = "REQSTATE_CALL_TIMEOUT_MS", default_value_t = 5000)]
+    pub call_timeout_ms: u64,
+
+    /// Most calls in progress at once across all listeners; calls beyond it
+    /// are shed at once with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "REQSTATE_MAX_CONCURRENT_CALLS", default_value_t = 1024)]
+    pub max_concurrent_calls: usize,
+
+    /// Most health calls (Check and Watch, which need no token) in progress
+    /// at once, apart from --max-concurrent-calls; half of them may be Watch
+    /// streams. Calls beyond it are shed with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "REQSTATE_MAX_HEALTH_CALLS", default_value_t = crate::call_gate::DEFAULT_MAX_HEALTH_CALLS)]
+    pub max_health_calls: usize,
+
+    /// On SIGTERM or SIGINT, how long in-flight calls may take to finish
+    /// before the sidecar exits anyway, in milliseconds.
+    #[arg(long, env = "REQSTATE_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub drain_timeout_ms: u64,
+
+    /// How long the keyring's directory must be quiet after a change before
+    /// the keyring is reloaded, in milliseconds.
+    #[arg(long, env = "REQSTATE_RELOAD_DEBOUNCE_MS", default_value_t = 200)]
+    pub reload_debounce_ms: u64,
+}
+
+/// `reqstate keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Add a fresh random key: `active`, or `primary` when the file has none
+    /// (a missing file is created).
+    New {
+        /// The keyring file.
+        #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+        keyring: PathBuf,
+        /// The new key's algorithm.
+        #[arg(long, value_enum, default_value_t = AlgorithmArg::Xchacha20Poly1305)]
+        algorithm: AlgorithmArg,
+        /// The new key's id; one more than the highest id by default.
+        #[arg(long)]
+        id: Option<u32>,
+    },
+    /// Make a key the primary; the old primary becomes `active`.
+    Promote {
+        /// The keyring file.
+        #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+        keyring: PathBuf,
+        /// The key to promote.
+        id: u32,
+    },
+    /// Retire a key: its tokens are refused from the next reload on.
+    Retire {
+        /// The keyring file.
+        #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+        keyring: PathBuf,
+        /// The key to retire (not the primary).
+        id: u32,
+    },
+    /// List the keys (never their secrets).
+    List {
+        /// The keyring file.
+        #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+        keyring: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Read a keyring file that group or others may read.
+        #[arg(long, env = "REQSTATE_ALLOW_INSECURE_KEYRING_PERMISSIONS")]
+        allow_insecure_keyring_permissions: bool,
+    },
+}
+
+/// A key algorithm as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlgorithmArg {
+    /// XChaCha20-Poly1305: confidential state (the default).
+    #[value(name = "xchacha20-poly1305")]
+    Xchacha20Poly1305,
+    /// HMAC-SHA256: integrity only, the client can read the state.
+    #[value(name = "hmac-sha256")]
+    HmacSha256,
+}
+
+impl From<AlgorithmArg> for reqstate::Algorithm {
+    fn from(a: AlgorithmArg) -> Self {
+        match a {
+            AlgorithmArg::Xchacha20Poly1305 => reqstate::Algorithm::XChaCha20Poly1305,
+            AlgorithmArg::HmacSha256 => reqstate::Algorithm::HmacSha256,
+        }
+    }
+}
+
+/// Flags shared by the local `mint` and `verify` commands.
+#[derive(Debug, Args)]
+pub struct LocalKeyringArgs {
+    /// The keyring file.
+    #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+    pub keyring: PathBuf,
+    /// Read a keyring file that group or others may read.
+    #[arg(long, env = "REQSTATE_ALLOW_INSECURE_KEYRING_PERMISSIONS")]
+    pub allow_insecure_keyring_permissions: bool,
+}
+
+/// Flags shared by the local `mint` and `verify` commands (docs/CLI.md): the
+/// tool, the context, the clock and the policy.
+#[derive(Debug, Args)]
+pub struct LocalCodecArgs {
+    /// Where the keys come from.
+    #[command(flatten)]
+    pub keys: LocalKeyringArgs,
+    /// The tool the token is for.
+    #[arg(long, allow_hyphen_values = true)]
+    pub tool: String,
+    /// Context bound into the token: its UTF-8 bytes. Default: empty.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        group = "context_source",
+        allow_hyphen_values = true
+    )]
+    pub context: Option<String>,
+    /// Context bound into the token, as hex (even length, either case).
+    #[arg(
+        long,
+        value_name = "HEX",
+        group = "context_source",
+        allow_hyphen_values = true
+    )]
+    pub context_hex: Option<String>,
+    /// Context bound into the token: the bytes of this file, as they are.
+    #[arg(long, value_name = "FILE", group = "context_source")]
+    pub context_file: Option<PathBuf>,
+    /// The clock reading to use, in unix seconds. Default: the system clock.
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    pub now: Option<u64>,
+    /// Longest token minted or accepted, in characters.
+    #[arg(long, value_name = "CHARS", default_value_t = Policy::DEFAULT_MAX_TOKEN_LEN)]
+    pub max_token_len: usize,
+    /// Clock leeway for issue and expiry times, in seconds (at most 600).
+    #[arg(long, value_name = "SECONDS", default_value_t = Policy::DEFAULT_CLOCK_LEEWAY)]
+    pub clock_leeway: u64,
+    /// Longest lifetime minted or accepted, in seconds (at most 30 days).
+    #[arg(long, value_name = "SECONDS", default_value_t = Policy::DEFAULT_MAX_LIFETIME)]
+    pub max_lifetime: u64,
+}
+
+/// `reqstate mint`.
+#[derive(Debug, Args)]
+pub struct MintArgs {
+    /// Keys, tool, context, clock and policy.
+    #[command(flatten)]
+    pub codec: LocalCodecArgs,
+    /// The step the token is for.
+    #[arg(long, allow_hyphen_values = true)]
+    pub step: String,
+    /// The state, as JSON text (docs/CLI.md gives its CBOR form). Default: null.
+    #[arg(
+        long,
+        value_name = "JSON",
+        conflicts_with = "state_cbor_hex",
+        allow_hyphen_values = true
+    )]
+    pub state_json: Option<String>,
+    /// The state, as one CBOR data item in hex, embedded as given (it must be
+    /// in preferred serialization).
+    #[arg(long, value_name = "HEX", allow_hyphen_values = true)]
+    pub state_cbor_hex: Option<String>,
+    /// Lifetime in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub ttl: u64,
+}
+
+/// `reqstate verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Keys, tool, context, clock and policy.
+    #[command(flatten)]
+    pub codec: LocalCodecArgs,
+    /// The step the token must be for, if any. (`--step` is a deprecated
+    /// alias.)
+    #[arg(long, alias = "step", value_name = "STEP", allow_hyphen_values = true)]
+    pub expected_step: Option<String>,
+    /// The token, or `-` to read it from standard input.
+    #[arg(
+        long = "token",
+        value_name = "TOKEN",
+        conflicts_with = "token",
+        allow_hyphen_values = true
+    )]
+    pub token_flag: Option<String>,
+    /// The token, or `-` to read it from standard input.
+    #[arg(required_unless_present = "token_flag")]
+    pub token: Option<String>,
+}
+
+/// `reqstate inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The token, or `-` to read it from standard input.
+    pub token: String,
+}

@@ -1,0 +1,28 @@
+//! The keyring in service: the codec every call uses, swapped whole when the
+//! keyring is reloaded, so that a call sees either the old keyring or the
+//! new one, never a mix.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use reqstate::Codec;
+
+/// The codec in service and which keyring generation it holds.
+#[derive(Debug)]
+pub struct KeyringInService {
+    /// The codec around the current keyring.
+    pub codec: Codec,
+    /// 1 for the keyring loaded at start, one more per successful reload.
+    pub generation: u64,
+}
+
+/// The shared, atomically swappable keyring state.
+pub type SharedKeyring = Arc<ArcSwap<KeyringInService>>;
+
+/// The shared state for the keyring loaded at start: generation 1.
+pub fn shared(codec: Codec) -> SharedKeyring {
+    Arc::new(ArcSwap::from_pointee(KeyringInService {
+        codec,
+        generation: 1,
+    }))
+}

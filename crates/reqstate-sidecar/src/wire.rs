@@ -1,0 +1,221 @@
+//! Between the core and the wire: proto messages to core calls and back,
+//! and the core's errors as wire reasons and gRPC statuses.
+
+use std::time::Duration;
+
+use reqstate::{Binding, Codec, InvalidArgument, MintError, Refusal};
+use reqstate_proto::v1 as pb;
+use tonic::Status;
+use tonic::metadata::{MetadataMap, MetadataValue};
+
+/// Name of the trailer that carries the reason of a failed Mint or Seal.
+pub const REASON_METADATA_KEY: &str = "reqstate-reason";
+
+/// The wire `Reason` of a core reason name (`Refusal::reason`,
+/// `MintError::reason`, …): the proto names each `REASON_<NAME>`. A reason
+/// the proto does not have yet is `REASON_UNSPECIFIED`, never success.
+pub fn wire_reason(reason: &str) -> pb::Reason {
+    pb::Reason::from_str_name(&format!("REASON_{}", reason.to_ascii_uppercase()))
+        .unwrap_or(pb::Reason::Unspecified)
+}
+
+/// The RPC error for a failed Mint or Seal: the caller asked for something
+/// out of range, unless randomness failed. The reason also travels in the
+/// [`REASON_METADATA_KEY`] trailer.
+pub fn mint_error_status(error: &MintError) -> Status {
+    let code = match error {
+        MintError::RandomnessUnavailable => tonic::Code::Unavailable,
+        _ => tonic::Code::InvalidArgument,
+    };
+    let mut metadata = MetadataMap::new();
+    metadata.insert(
+        REASON_METADATA_KEY,
+        MetadataValue::from_static(error.reason()),
+    );
+    Status::with_metadata(code, error.to_string(), metadata)
+}
+
+/// Why a Verify or Unseal item did not verify: the caller's request was out
+/// of range (a gRPC error), or the token was refused (an in-band answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerifyFailure {
+    /// The request's tool, context or aad is out of range.
+    Caller(InvalidArgument),
+    /// The token was refused.
+    Refused(Refusal),
+}
+
+impl VerifyFailure {
+    /// The reason name, for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            VerifyFailure::Caller(e) => e.reason(),
+            VerifyFailure::Refused(e) => e.reason(),
+        }
+    }
+}
+
+impl From<InvalidArgument> for VerifyFailure {
+    fn from(e: InvalidArgument) -> Self {
+        VerifyFailure::Caller(e)
+    }
+}
+
+impl From<Refusal> for VerifyFailure {
+    fn from(e: Refusal) -> Self {
+        VerifyFailure::Refused(e)
+    }
+}
+
+/// The state a Mint request carries, as the CBOR value to store.
+pub fn state_to_cbor(
+    state: Option<pb::mint_request::StateValue>,
+) -> Result<ciborium::Value, InvalidArgument> {
+    match state {
+        None => Ok(ciborium::Value::Bytes(Vec::new())),
+        Some(pb::mint_request::StateValue::State(bytes)) => Ok(ciborium::Value::Bytes(bytes)),
+        Some(pb::mint_request::StateValue::StateJson(json)) => {
+            serde_json::from_str(&json).map_err(|_| STATE_JSON_NOT_JSON)
+        }
+    }
+}
+
+const STATE_JSON_NOT_JSON: InvalidArgument = InvalidArgument::new("state_json is not valid JSON");
+
+/// A verified CBOR state in the form it was minted from: bytes stay bytes,
+/// anything else was JSON and goes back as JSON text.
+pub fn state_from_cbor(value: ciborium::Value) -> Result<pb::verify_response::StateValue, Refusal> {
+    match value {
+        ciborium::Value::Bytes(bytes) => Ok(pb::verify_response::StateValue::State(bytes)),
+        other => serde_json::to_string(&other)
+            .map(pb::verify_response::StateValue::StateJson)
+            .map_err(|_| Refusal::StateDecoding("the state has no JSON form".into())),
+    }
+}
+
+/// One Mint request against `codec`.
+pub fn mint_one(
+    codec: &Codec,
+    request: pb::MintRequest,
+    default_ttl: Duration,
+) -> Result<pb::MintResponse, MintError> {
+    let binding = Binding::with_context_bytes(&request.tool, &request.context)?;
+    let state = state_to_cbor(request.state_value)?;
+    let ttl = match request.ttl_seconds {
+        0 => default_ttl,
+        secs => Duration::from_secs(secs),
+    };
+    let minted = codec.mint(binding, &request.step, &state, ttl)?;
+    Ok(pb::MintResponse {
+        token: minted.token,
+        key_id: minted.key_id.get(),
+        expires_at: minted.expires_at,
+        issued_at: minted.issued_at,
+    })
+}
+
+/// One Verify request against `codec`.
+pub fn verify_one(
+    codec: &Codec,
+    request: &pb::VerifyRequest,
+) -> Result<pb::VerifyResponse, VerifyFailure> {
+    let binding = Binding::with_context_bytes(&request.tool, &request.context)?;
+    let expected = match &request.expected_step {
+        Some(step) => binding.step(step),
+        None => binding.any_step(),
+    };
+    let verified = codec.verify::<ciborium::Value>(&request.token, expected)?;
+    Ok(pb::VerifyResponse {
+        valid: true,
+        reason: pb::Reason::Unspecified.into(),
+        step: verified.step,
+        state_value: Some(state_from_cbor(verified.state)?),
+        key_id: verified.key_id.get(),
+        issued_at: verified.issued_at,
+        expires_at: verified.expires_at,
+        detail: String::new(),
+    })
+}
+
+/// The in-band answer for a refused token.
+pub fn refused_verify_response(refusal: &Refusal) -> pb::VerifyResponse {
+    pb::VerifyResponse {
+        valid: false,
+        reason: wire_reason(refusal.reason()).into(),
+        detail: refusal.to_string(),
+        ..Default::default()
+    }
+}
+
+/// A key as ListKeys reports it.
+pub fn key_info(key: &reqstate::Key) -> pb::KeyInfo {
+    pb::KeyInfo {
+        id: key.id().get(),
+        algorithm: match key.algorithm() {
+            reqstate::Algorithm::HmacSha256 => pb::Algorithm::HmacSha256,
+            reqstate::Algorithm::XChaCha20Poly1305 => pb::Algorithm::Xchacha20Poly1305,
+            _ => pb::Algorithm::Unspecified,
+        }
+        .into(),
+        status: match key.status() {
+            reqstate::KeyStatus::Primary => pb::KeyStatus::Primary,
+            reqstate::KeyStatus::Active => pb::KeyStatus::Active,
+            reqstate::KeyStatus::Retired => pb::KeyStatus::Retired,
+        }
+        .into(),
+        created_at: key.created_at(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_core_reason_has_its_own_wire_value() {
+        let mut reasons: Vec<&str> = Refusal::REASONS.to_vec();
+        reasons.extend([
+            "invalid_argument",
+            "state_encoding",
+            "randomness_unavailable",
+            "invalid_keyring",
+        ]);
+        let mut seen = std::collections::HashSet::new();
+        for reason in reasons {
+            let wire = wire_reason(reason);
+            assert_ne!(wire, pb::Reason::Unspecified, "{reason}");
+            assert!(seen.insert(wire), "{reason} shares a wire value");
+        }
+        // And the reverse: every wire value but UNSPECIFIED is a core reason.
+        let wire_values = (0..256)
+            .filter_map(|v| pb::Reason::try_from(v).ok())
+            .filter(|r| *r != pb::Reason::Unspecified)
+            .count();
+        assert_eq!(wire_values, seen.len());
+        assert_eq!(wire_reason("no_such_reason"), pb::Reason::Unspecified);
+    }
+
+    #[test]
+    fn json_state_round_trips_as_json_and_bytes_as_bytes() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let json = state_to_cbor(Some(pb::mint_request::StateValue::StateJson(
+            r#"{"amount": 5, "items": ["a", null, true, 1.5]}"#.into(),
+        )))?;
+        assert_eq!(
+            state_from_cbor(json)?,
+            pb::verify_response::StateValue::StateJson(
+                r#"{"amount":5,"items":["a",null,true,1.5]}"#.into()
+            )
+        );
+        let bytes = state_to_cbor(Some(pb::mint_request::StateValue::State(vec![0, 1, 2])))?;
+        assert_eq!(
+            state_from_cbor(bytes)?,
+            pb::verify_response::StateValue::State(vec![0, 1, 2])
+        );
+        let refused = state_to_cbor(Some(pb::mint_request::StateValue::StateJson(
+            "{nope".into(),
+        )));
+        assert_eq!(refused.map_err(|e| e.reason()), Err("invalid_argument"));
+        Ok(())
+    }
+}
