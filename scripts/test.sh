@@ -82,6 +82,9 @@ step "licences, bans and sources (cargo deny, deny.toml)"
 deny_installed || cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root .tools
 deny_check
 
+step "TypeScript package build (its reqstate-ts command is in tests/cli_conformance.rs)"
+bash clients/typescript/build.sh
+
 step "tests (unit, integration, doc)"
 cargo test --workspace --locked
 
@@ -120,6 +123,9 @@ export REQSTATE_BIN="$PWD/target/debug/reqstate"
 
 step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar"
 bash clients/node/run-tests.sh
+
+step "TypeScript @reqstate/codec: vectors on Node, Deno, Bun and workerd; Rust/sidecar/TS cross-checks; the Worker on workerd"
+bash clients/typescript/run-tests.sh
 
 step "Python client (grpcio) and the official mcp SDK end to end against the real sidecar"
 bash clients/python/run-tests.sh

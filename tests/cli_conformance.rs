@@ -21,24 +21,24 @@ struct Implementation {
     argv: Vec<String>,
 }
 
-/// EVERY implementation of the command line, in one place. The TypeScript
-/// package (`reqstate-ts`, clients/node) and the Python package
-/// (`python -m …`, clients/python) are added here when they exist, e.g.
-///
-/// ```text
-/// Implementation { name: "typescript", argv: vec!["node".into(), root("clients/node/bin/reqstate-ts.js")] },
-/// Implementation { name: "python", argv: vec![root(".venv/bin/python"), "-m".into(), "reqstate".into()] },
-/// ```
-///
-/// and every case below then runs through every ordered pair of them.
+/// EVERY implementation of the command line, in one place: the Rust binary
+/// and the TypeScript package (`reqstate-ts`, clients/typescript). The
+/// Python package (`python -m reqstate`, issue 15) joins here when it
+/// exists; every case below runs through every ordered pair of them.
 fn implementations() -> Vec<Implementation> {
-    vec![Implementation {
-        name: "rust",
-        argv: vec![env!("CARGO_BIN_EXE_reqstate").into()],
-    }]
+    vec![
+        Implementation {
+            name: "rust",
+            argv: vec![env!("CARGO_BIN_EXE_reqstate").into()],
+        },
+        // Built by clients/typescript/build.sh (scripts/test.sh runs it first).
+        Implementation {
+            name: "typescript",
+            argv: vec!["node".into(), root("clients/typescript/dist/cli.js")],
+        },
+    ]
 }
 
-#[allow(dead_code)] // Used by the implementations to come (see above).
 fn root(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(path)

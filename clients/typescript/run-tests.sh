@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Tests of @reqstate/codec (clients/typescript) and of the examples that use
+# it. Needs only node (>= 20) and npm: build.sh installs the pinned packages
+# from package-lock.json (the Deno, Bun and workerd runtimes included: npm
+# packages `deno`, `bun`, `miniflare`) and compiles dist/. Then:
+#   test/vectors.test.js   tests/vectors/v1.json both directions + call_context.json (Node)
+#   test/runtimes.test.js  the same suite on Deno, Bun and workerd; no Node-only import in the library
+#   test/cross.test.js     Rust CLI x sidecar x this package, every pair, both algorithms
+#   test/property.test.js  fast-check: TypeScript mint -> Rust verify and back
+#   test/api.test.js       keyrings, policy, rotation, reasons, the MCP SDK drop-in, the CLI
+#   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the seed's Worker in workerd, SDK v2 client over HTTP
+#   examples/node-whoami   the seed's whoami handler on plain Node
+# Does not build Rust: the binary comes from $REQSTATE_BIN, default
+# <repo>/target/debug/reqstate (`cargo build --bin reqstate`). A missing
+# binary or runtime is an error, and a run with a skipped test fails.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+export REQSTATE_BIN="${REQSTATE_BIN:-$repo/target/debug/reqstate}"
+if [[ ! -x "$REQSTATE_BIN" ]]; then
+    echo "run-tests.sh: no reqstate binary at $REQSTATE_BIN; run \`cargo build --bin reqstate\` or set REQSTATE_BIN" >&2
+    exit 2
+fi
+"$here/build.sh"
+
+# node --test, failing the run if any test was skipped or left todo.
+run_node_tests() {
+    local out
+    out="$(mktemp)"
+    local status
+    set +e
+    node --test --test-reporter=tap "$@" > "$out"
+    status=$?
+    set -e
+    grep -E '^(not ok|ok|# (tests|pass|fail|skipped|todo))' "$out" || true
+    if [[ $status -ne 0 ]]; then
+        cat "$out" >&2
+        rm -f "$out"
+        return "$status"
+    fi
+    if ! grep -q '^# skipped 0$' "$out" || ! grep -q '^# todo 0$' "$out" || grep -q '^# tests 0$' "$out"; then
+        echo "run-tests.sh: a test was skipped, left todo, or none ran" >&2
+        rm -f "$out"
+        return 1
+    fi
+    rm -f "$out"
+}
+
+cd "$here"
+run_node_tests test/*.test.js
+
+# npm ci unless node_modules already matches the lockfile (as build.sh does).
+install() {
+    local stamp=node_modules/.package-lock.json
+    if [[ ! -f "$stamp" || package-lock.json -nt "$stamp" || package.json -nt "$stamp" ]]; then
+        npm ci --no-audit --no-fund --loglevel=error
+    fi
+}
+
+cd "$repo/examples/cloudflare-worker"
+install
+npx --no-install tsc -p .
+run_node_tests test/*.test.js
+
+cd "$repo/examples/node-whoami"
+install
+run_node_tests test/*.test.js

@@ -1,0 +1,291 @@
+#!/usr/bin/env node
+// reqstate-ts: the shared command line of docs/CLI.md (`mint`, `verify`) on
+// @reqstate/codec. Node only (files, stdin, exit codes); the library is not.
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fromHex, isWellFormed, toHex, utf8 } from './bytes.js';
+import { Codec, Policy } from './codec.js';
+import { ReqstateError } from './errors.js';
+import { Keyring } from './keyring.js';
+import { UsageError, checkPreferredCbor, stateJsonToCbor, stateToJson } from './statejson.js';
+
+const U64_MAX = (1n << 64n) - 1n;
+
+const COMMON = ['keyring', 'tool', 'context', 'context-hex', 'context-file', 'now', 'max-token-len', 'clock-leeway', 'max-lifetime'];
+const VALUE_FLAGS: Record<string, string[]> = {
+  mint: [...COMMON, 'step', 'state-json', 'state-cbor-hex', 'ttl'],
+  verify: [...COMMON, 'expected-step', 'token'],
+};
+const SWITCHES = ['allow-insecure-keyring-permissions', 'help'];
+
+const HELP = `reqstate-ts: mint and verify reqstate requestState tokens (docs/CLI.md)
+
+usage:
+  reqstate-ts mint --keyring FILE --tool TEXT --step TEXT
+                   [--state-json JSON | --state-cbor-hex HEX] [--ttl SECONDS]
+                   [--context TEXT | --context-hex HEX | --context-file FILE]
+                   [--now UNIX_SECONDS] [policy flags]
+  reqstate-ts verify --keyring FILE --tool TEXT [--expected-step TEXT]
+                   [--context TEXT | --context-hex HEX | --context-file FILE]
+                   [--now UNIX_SECONDS] [policy flags] (TOKEN | --token TOKEN)
+
+policy flags: --max-token-len CHARS (64-1048576, 8192)  --clock-leeway SECONDS (0-600, 60)
+              --max-lifetime SECONDS (1-2592000, 86400)  --allow-insecure-keyring-permissions
+TOKEN "-" reads the token from standard input.
+exit codes: 0 minted / verified; 1 refused (JSON with "reason"); 64 usage or configuration error.
+`;
+
+function usage(message: string): never {
+  throw new UsageError(message);
+}
+
+interface Parsed {
+  flags: Map<string, string>;
+  switches: Set<string>;
+  positional: string[];
+}
+
+function parseArgs(command: string, argv: string[]): Parsed {
+  const values = VALUE_FLAGS[command];
+  const flags = new Map<string, string>();
+  const switches = new Set<string>();
+  const positional: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
+    if (a.startsWith('--')) {
+      const eq = a.indexOf('=');
+      const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
+      if (values.includes(name)) {
+        if (flags.has(name)) usage(`--${name} given twice`);
+        let v: string;
+        if (eq >= 0) v = a.slice(eq + 1);
+        else {
+          if (i + 1 >= argv.length) usage(`--${name} needs a value`);
+          v = argv[++i];
+        }
+        flags.set(name, v);
+      } else if (SWITCHES.includes(name)) {
+        if (eq >= 0) usage(`--${name} takes no value`);
+        if (switches.has(name)) usage(`--${name} given twice`);
+        switches.add(name);
+      } else usage(`unknown flag --${name.replace(/[^\x20-\x7e]/g, '?')}`);
+    } else if (a.startsWith('-') && a !== '-') {
+      usage(`unknown flag ${a.replace(/[^\x20-\x7e]/g, '?')}`);
+    } else positional.push(a);
+  }
+  for (const v of [...flags.values(), ...positional]) if (!isWellFormed(v)) usage('an argument is not valid UTF-8');
+  return { flags, switches, positional };
+}
+
+function uint(text: string, name: string): bigint {
+  if (!/^[0-9]+$/.test(text)) usage(`--${name} must be an unsigned decimal integer`);
+  const v = BigInt(text);
+  if (v > U64_MAX) usage(`--${name} is out of range`);
+  return v;
+}
+
+function ranged(p: Parsed, name: string, lo: number, hi: number): number | undefined {
+  const t = p.flags.get(name);
+  if (t === undefined) return undefined;
+  const v = uint(t, name);
+  if (v < BigInt(lo) || v > BigInt(hi)) usage(`--${name} must be in ${lo}..=${hi}`);
+  return Number(v);
+}
+
+function hexArg(text: string, name: string): Uint8Array {
+  const b = fromHex(text);
+  if (b === undefined) usage(`--${name} is not hex (an even number of 0-9a-f digits)`);
+  return b;
+}
+
+/** The file checks of docs/KEYRING.md (on the opened file): owner, mode. Directories are not checked here. */
+function checkOwnerAndMode(st: { uid: number; mode: number }, what: string, allowInsecure: boolean): void {
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid && st.uid !== 0) usage(`${what}: owned by uid ${st.uid}, not by this user (uid ${uid}) or root; whoever owns it can inject keys`);
+  const mode = st.mode & 0o777;
+  if (mode & 0o022) usage(`${what}: mode 0${mode.toString(8)} lets group or others write it; run \`chmod 600\` on it`);
+  if (mode & 0o077 && !allowInsecure) usage(`${what}: mode 0${mode.toString(8)} lets group or others read it; run \`chmod 600\` on it (or pass --allow-insecure-keyring-permissions)`);
+}
+
+/** Reads the keyring file with the ownership and permission checks of docs/KEYRING.md (the file itself). */
+function loadKeyring(path: string, allowInsecure: boolean): Keyring {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (e) {
+    usage(`keyring ${path}: cannot open: ${(e as Error).message}`);
+  }
+  let text: string;
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) usage(`keyring ${path}: not a regular file`);
+    if (st.size > 1 << 20) usage(`keyring ${path}: larger than 1 MiB`);
+    checkOwnerAndMode(st, `keyring ${path}`, allowInsecure);
+    const buf = Buffer.alloc(st.size);
+    let off = 0;
+    while (off < st.size) {
+      const n = readSync(fd, buf, off, st.size - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    const decoded = new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(0, off));
+    text = decoded;
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    usage(`keyring ${path}: cannot read: ${(e as Error).message}`);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    return Keyring.fromToml(text, {
+      baseDir: dirname(resolve(path)),
+      env: process.env,
+      readFile: (p) => {
+        const f = openSync(p, constants.O_RDONLY | constants.O_NONBLOCK);
+        try {
+          const st = fstatSync(f);
+          if (!st.isFile()) throw new Error('not a regular file');
+          if (st.size > 4096) throw new Error('larger than 4096 bytes');
+          checkOwnerAndMode(st, `keyring ${path}: secret_file`, allowInsecure);
+          return readFileSync(f, 'utf8');
+        } finally {
+          closeSync(f);
+        }
+      },
+    });
+  } catch (e) {
+    if (e instanceof ReqstateError) usage(`keyring ${path}: ${e.message}`);
+    throw e;
+  }
+}
+
+function context(p: Parsed): Uint8Array {
+  const given = ['context', 'context-hex', 'context-file'].filter((f) => p.flags.has(f));
+  if (given.length > 1) usage('give at most one of --context, --context-hex, --context-file');
+  if (p.flags.has('context')) return utf8(p.flags.get('context')!);
+  if (p.flags.has('context-hex')) return hexArg(p.flags.get('context-hex')!, 'context-hex');
+  if (p.flags.has('context-file')) {
+    try {
+      return new Uint8Array(readFileSync(p.flags.get('context-file')!));
+    } catch (e) {
+      usage(`--context-file: cannot read: ${(e as Error).message}`);
+    }
+  }
+  return new Uint8Array(0);
+}
+
+function setup(p: Parsed) {
+  const keyringPath = p.flags.get('keyring');
+  if (keyringPath === undefined) usage('--keyring FILE is required');
+  if (!p.flags.has('tool')) usage('--tool TEXT is required');
+  const now = p.flags.has('now') ? uint(p.flags.get('now')!, 'now') : undefined;
+  const policy = new Policy({
+    maxTokenLen: ranged(p, 'max-token-len', 64, 1048576),
+    clockLeeway: ranged(p, 'clock-leeway', 0, 600),
+    maxLifetime: ranged(p, 'max-lifetime', 1, 2592000),
+  });
+  const ctx = context(p);
+  const keyring = loadKeyring(keyringPath, p.switches.has('allow-insecure-keyring-permissions'));
+  const codec = new Codec({ keyring, policy, clock: now === undefined ? undefined : () => now });
+  return { codec, ctx, tool: p.flags.get('tool')! };
+}
+
+function print(line: string) {
+  process.stdout.write(`${line}\n`);
+}
+
+function mint(p: Parsed): number {
+  if (p.positional.length > 0) usage('mint takes no positional argument');
+  if (!p.flags.has('step')) usage('--step TEXT is required');
+  if (p.flags.has('state-json') && p.flags.has('state-cbor-hex')) usage('give --state-json or --state-cbor-hex, not both');
+  let stateCbor: Uint8Array;
+  if (p.flags.has('state-cbor-hex')) {
+    stateCbor = hexArg(p.flags.get('state-cbor-hex')!, 'state-cbor-hex');
+    checkPreferredCbor(stateCbor);
+  } else if (p.flags.has('state-json')) {
+    const r = stateJsonToCbor(p.flags.get('state-json')!);
+    // Deeper than 16 levels: the core refuses it (state_encoding) after its argument checks.
+    stateCbor = 'cbor' in r ? r.cbor : new Uint8Array([...new Uint8Array(17).fill(0x81), 0x00]);
+  } else stateCbor = new Uint8Array([0xf6]);
+  const ttl = p.flags.has('ttl') ? uint(p.flags.get('ttl')!, 'ttl') : 600n;
+  const { codec, ctx, tool } = setup(p);
+  try {
+    const m = codec.mintExact({ tool, step: p.flags.get('step')!, stateCbor, ttl, context: ctx });
+    print(`{"token":${JSON.stringify(m.token)},"key_id":${m.keyId},"issued_at":${m.issuedAt},"expires_at":${m.expiresAt}}`);
+    return 0;
+  } catch (e) {
+    if (!(e instanceof ReqstateError)) throw e;
+    print(JSON.stringify({ reason: e.reason, message: e.message }));
+    return 1;
+  }
+}
+
+function readStdinToken(): string {
+  let buf: Buffer;
+  try {
+    buf = readFileSync(0);
+  } catch (e) {
+    usage(`cannot read standard input: ${(e as Error).message}`);
+  }
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(buf);
+  } catch {
+    usage('standard input is not UTF-8');
+  }
+  return text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
+}
+
+function verify(p: Parsed): number {
+  const tokens = [...p.positional, ...(p.flags.has('token') ? [p.flags.get('token')!] : [])];
+  if (tokens.length !== 1) usage(tokens.length === 0 ? 'a TOKEN (or --token TOKEN) is required' : 'give exactly one token');
+  const { codec, ctx, tool } = setup(p);
+  const token = tokens[0] === '-' ? readStdinToken() : tokens[0];
+  try {
+    const v = codec.verify(token, { tool, context: ctx, expectedStep: p.flags.get('expected-step'), decode: false });
+    const json = stateToJson(v.stateCbor);
+    print(
+      `{"valid":true,"step":${JSON.stringify(v.step)},${json === undefined ? '' : `"state":${json},`}"state_cbor_hex":"${toHex(v.stateCbor)}","key_id":${v.keyId},"issued_at":${v.issuedAtBig},"expires_at":${v.expiresAtBig}}`,
+    );
+    return 0;
+  } catch (e) {
+    if (!(e instanceof ReqstateError)) throw e;
+    print(JSON.stringify({ valid: false, reason: e.reason, message: e.message }));
+    return 1;
+  }
+}
+
+export function main(argv: string[]): number {
+  try {
+    const [command, ...rest] = argv;
+    if (command === '--help' || command === '-h' || command === 'help') {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    if (command !== 'mint' && command !== 'verify') usage(command === undefined ? 'a command is required: mint or verify' : 'unknown command; expected mint or verify');
+    const p = parseArgs(command, rest);
+    if (p.switches.has('help')) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    return command === 'mint' ? mint(p) : verify(p);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`reqstate-ts: ${e.message}\n`);
+      return 64;
+    }
+    if (e instanceof ReqstateError && e.reason === 'invalid_argument') {
+      // Policy bounds and other argument errors before the core ran.
+      process.stderr.write(`reqstate-ts: ${e.message}\n`);
+      return 64;
+    }
+    process.stderr.write(`reqstate-ts: internal error: ${e instanceof Error ? e.message : String(e)}\n`);
+    return 64;
+  }
+}
+
+process.exitCode = main(process.argv.slice(2));

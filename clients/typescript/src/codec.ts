@@ -1,0 +1,388 @@
+// Minting and verification (FORMAT.md §3, §4, §5, §6, §8).
+import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
+import { base64urlDecodeStrict, base64urlEncode, concat, equalBytes, isWellFormed, lp, utf8 } from './bytes.js';
+import { CborError, checkStateBytes, decodeValue, encodeClaims, encodeValue, parseClaims } from './cbor.js';
+import { ReqstateError, fail } from './errors.js';
+import { ALGORITHM_IDS, Key, Keyring, type KeyringSources } from './keyring.js';
+
+export const U64_MAX = (1n << 64n) - 1n;
+const KIND_STATE = 0;
+const KIND_SEALED = 1;
+const MAX_TOOL = 256;
+const MAX_STEP = 256;
+const MAX_CONTEXT = 65536;
+
+/** Policy limits (FORMAT.md §8), with the Rust `Policy` defaults and bounds. */
+export interface PolicyOptions {
+  /** Longest token minted or accepted, characters: 64..=1048576, default 8192. */
+  maxTokenLen?: number;
+  /** Clock leeway, seconds: 0..=600, default 60. */
+  clockLeeway?: number;
+  /** Longest lifetime minted or accepted, seconds: 1..=2592000, default 86400. */
+  maxLifetime?: number;
+}
+
+export class Policy {
+  readonly maxTokenLen: number;
+  readonly clockLeeway: number;
+  readonly maxLifetime: number;
+  constructor(options: PolicyOptions = {}) {
+    const { maxTokenLen = 8192, clockLeeway = 60, maxLifetime = 86400 } = options;
+    const check = (v: number, lo: number, hi: number, name: string) => {
+      if (!Number.isInteger(v) || v < lo || v > hi) fail('invalid_argument', `${name} must be an integer in ${lo}..=${hi}`);
+    };
+    check(maxTokenLen, 64, 1048576, 'max_token_len');
+    check(clockLeeway, 0, 600, 'clock_leeway');
+    check(maxLifetime, 1, 2592000, 'max_lifetime');
+    this.maxTokenLen = maxTokenLen;
+    this.clockLeeway = clockLeeway;
+    this.maxLifetime = maxLifetime;
+  }
+}
+
+/** Unix seconds; a bigint for readings beyond 2^53. */
+export type Clock = () => number | bigint;
+/** Fills n bytes from a cryptographically secure source (throw if it cannot). */
+export type RandomSource = (n: number) => Uint8Array;
+
+export const systemClock: Clock = () => Math.floor(Date.now() / 1000);
+// Random bytes are drawn from crypto.getRandomValues 4 KiB at a time (one
+// call costs about as much as a 24-byte one). Pooling is safe here because
+// the nonce is hedged (FORMAT.md §4.2): even a pool copied into two processes
+// (fork, VM snapshot) cannot make two different messages share a nonce.
+let pool = new Uint8Array(0);
+let poolOffset = 0;
+export const systemRandom: RandomSource = (n) => {
+  if (n > 1024) return crypto.getRandomValues(new Uint8Array(n));
+  if (poolOffset + n > pool.length) {
+    pool = crypto.getRandomValues(new Uint8Array(4096));
+    poolOffset = 0;
+  }
+  const out = pool.slice(poolOffset, poolOffset + n);
+  pool.fill(0, poolOffset, poolOffset + n);
+  poolOffset += n;
+  return out;
+};
+
+export interface CodecOptions {
+  /** A {@link Keyring}, or keyring text: TOML (docs/KEYRING.md) or the compact form. */
+  keyring: Keyring | string;
+  /** How `secret_file` / `secret_env` of a TOML keyring are resolved. */
+  sources?: KeyringSources;
+  policy?: Policy | PolicyOptions;
+  clock?: Clock;
+  random?: RandomSource;
+}
+
+export type Context = Uint8Array | string;
+
+export interface MintOptions {
+  tool: string;
+  step: string;
+  /** The state as a JS value (see `encodeValue`); null when omitted. */
+  state?: unknown;
+  /** The state as the bytes of one CBOR item, embedded as is (instead of `state`). */
+  stateCbor?: Uint8Array;
+  /** Lifetime in whole seconds, default 600. */
+  ttl?: number | bigint;
+  /** Bytes bound into the token (e.g. `callContext(...)`); a string is taken as UTF-8. */
+  context?: Context;
+}
+
+export interface Minted {
+  token: string;
+  keyId: number;
+  issuedAt: number;
+  expiresAt: number;
+}
+
+export interface VerifyOptions {
+  tool: string;
+  context?: Context;
+  /** The step the token must be for (`wrong_step` otherwise). */
+  expectedStep?: string;
+  /**
+   * Step 14: how the state is decoded. Default: the built-in CBOR decoder
+   * (`state_decoding` on a state it cannot represent). A function gets the
+   * state's bytes and its failure is `state_decoding`; `false` skips the step
+   * (`state` is then undefined and `stateCbor` holds the state).
+   */
+  decode?: boolean | ((stateCbor: Uint8Array) => unknown);
+}
+
+export interface Verified<T = unknown> {
+  step: string;
+  state: T;
+  /** The state item's bytes as the token carries them. */
+  stateCbor: Uint8Array;
+  keyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  /** Exact values (unix seconds up to 2^64 - 1). */
+  issuedAtBig: bigint;
+  expiresAtBig: bigint;
+}
+
+function bytesOf(c: Context | undefined, what: string): Uint8Array {
+  if (c === undefined) return new Uint8Array(0);
+  if (typeof c === 'string') {
+    if (!isWellFormed(c)) fail('invalid_argument', `${what} holds a lone surrogate`);
+    return utf8(c);
+  }
+  if (c instanceof Uint8Array) return c;
+  return fail('invalid_argument', `${what} must be a Uint8Array or a string`);
+}
+
+function toolBytes(tool: unknown): Uint8Array {
+  if (typeof tool !== 'string' || !isWellFormed(tool)) fail('invalid_argument', 'the tool must be a string of UTF-8 text');
+  const b = utf8(tool);
+  if (b.length < 1 || b.length > MAX_TOOL) fail('invalid_argument', 'the tool must be 1 to 256 bytes');
+  return b;
+}
+
+function byteLength(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c >= 0xd800 && c <= 0xdbff ? (i++, 4) : 3;
+  }
+  return n;
+}
+
+function readClock(clock: Clock): bigint {
+  const v = clock();
+  const b = typeof v === 'bigint' ? v : Number.isInteger(v) ? BigInt(v) : undefined;
+  if (b === undefined || b < 0n || b > U64_MAX) fail('invalid_argument', 'the clock must read an integer in 0..=2^64-1');
+  return b;
+}
+
+const small = (v: bigint) => Number(v);
+
+/** A keyring, a policy, a clock and a random source: mints and verifies. */
+export class Codec {
+  readonly keyring: Keyring;
+  readonly policy: Policy;
+  private readonly clock: Clock;
+  private readonly random: RandomSource;
+
+  constructor(options: CodecOptions) {
+    this.keyring = typeof options.keyring === 'string' ? Keyring.parse(options.keyring, options.sources) : options.keyring;
+    if (!(this.keyring instanceof Keyring)) fail('invalid_keyring', 'keyring must be a Keyring or keyring text');
+    this.policy = options.policy instanceof Policy ? options.policy : new Policy(options.policy);
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? systemRandom;
+  }
+
+  // ------------------------------------------------------------ minting
+
+  /** Mints a state token under the primary key (FORMAT.md §8, mint list). */
+  mint(options: MintOptions): Minted {
+    const r = this.mintExact(options);
+    return { token: r.token, keyId: r.keyId, issuedAt: small(r.issuedAt), expiresAt: small(r.expiresAt) };
+  }
+
+  /** {@link Codec.mint} with exact bigint times (for clocks beyond 2^53). */
+  mintExact(options: MintOptions): { token: string; keyId: number; issuedAt: bigint; expiresAt: bigint } {
+    // 1. arguments
+    const tool = toolBytes(options.tool);
+    if (typeof options.step !== 'string' || !isWellFormed(options.step)) fail('invalid_argument', 'the step must be a string of UTF-8 text');
+    const step = utf8(options.step);
+    if (step.length < 1 || step.length > MAX_STEP) fail('invalid_argument', 'the step must be 1 to 256 bytes');
+    const context = bytesOf(options.context, 'context');
+    if (context.length > MAX_CONTEXT) fail('invalid_argument', 'the context is over 65536 bytes');
+    const ttlIn = options.ttl ?? 600;
+    if (typeof ttlIn !== 'number' && typeof ttlIn !== 'bigint') fail('invalid_argument', 'the ttl must be a whole number of seconds');
+    if (typeof ttlIn === 'number' && !Number.isInteger(ttlIn)) fail('invalid_argument', 'the ttl must be a whole number of seconds');
+    const ttl = BigInt(ttlIn);
+    if (ttl < 1n) fail('invalid_argument', 'the ttl must be at least one second');
+    // 2. lifetime
+    if (ttl > BigInt(this.policy.maxLifetime)) fail('lifetime_too_long', `ttl ${ttl} s is over max_lifetime ${this.policy.maxLifetime} s`);
+    // 3. clock
+    const now = readClock(this.clock);
+    if (now + ttl > U64_MAX) fail('invalid_argument', 'now + ttl overflows 64 bits');
+    // 4. state
+    let state: Uint8Array;
+    if (options.stateCbor !== undefined) {
+      if (options.state !== undefined) fail('invalid_argument', 'give state or stateCbor, not both');
+      if (!(options.stateCbor instanceof Uint8Array)) fail('state_encoding', 'stateCbor must be a Uint8Array');
+      state = options.stateCbor;
+    } else {
+      state = encodeValue(options.state === undefined ? null : options.state);
+    }
+    checkStateBytes(state);
+    const body = encodeClaims(now, ttl, step, state);
+    const key = this.keyring.primary;
+    // 5. randomness (XChaCha) and 6. size
+    const token = base64urlEncode(this.wrap(KIND_STATE, key, tool, context, body));
+    if (token.length > this.policy.maxTokenLen) fail('too_large', `the token would be ${token.length} characters, over max_token_len ${this.policy.maxTokenLen}`);
+    return { token, keyId: key.id, issuedAt: now, expiresAt: now + ttl };
+  }
+
+  /** Seals opaque bytes bound to `aad` (FORMAT.md §6). */
+  seal(payload: Uint8Array, aad?: Context): { token: string; keyId: number } {
+    const a = bytesOf(aad, 'aad');
+    if (a.length > MAX_CONTEXT) fail('invalid_argument', 'the aad is over 65536 bytes');
+    if (!(payload instanceof Uint8Array)) fail('invalid_argument', 'the payload must be a Uint8Array');
+    const key = this.keyring.primary;
+    const token = base64urlEncode(this.wrap(KIND_SEALED, key, new Uint8Array(0), a, payload));
+    if (token.length > this.policy.maxTokenLen) fail('too_large', `the token would be ${token.length} characters, over max_token_len ${this.policy.maxTokenLen}`);
+    return { token, keyId: key.id };
+  }
+
+  private wrap(kind: number, key: Key, tool: Uint8Array, context: Uint8Array, body: Uint8Array): Uint8Array {
+    const alg = ALGORITHM_IDS[key.algorithm];
+    const prefix = concat(new Uint8Array([0x10 | (kind << 2) | alg]), leb128(key.id));
+    const a = concat(prefix, lp(tool), lp(context));
+    if (alg === 1) {
+      const tag = key.mac.clone().update(a).update(body).digest().subarray(0, 16);
+      return concat(prefix, body, tag);
+    }
+    let r: Uint8Array;
+    try {
+      r = this.random(24);
+    } catch (e) {
+      throw new ReqstateError('randomness_unavailable', 'the random source failed', { cause: e });
+    }
+    if (!(r instanceof Uint8Array) || r.length !== 24) fail('randomness_unavailable', 'the random source did not give 24 bytes');
+    // FORMAT.md §4.2: the hedged nonce, HMAC-SHA256(K_n, r ‖ A ‖ body)[0..24].
+    const nonce = key.mac.clone().update(r).update(a).update(body).digest().subarray(0, 24);
+    const sealed = xchacha20poly1305(key.workingKey, nonce, a).encrypt(body);
+    return concat(prefix, nonce, sealed);
+  }
+
+  // ------------------------------------------------------------ verification
+
+  /** Verifies a state token (FORMAT.md §8, steps 0 to 14). Throws {@link ReqstateError}. */
+  verify<T = unknown>(token: string, options: VerifyOptions): Verified<T> {
+    // 0. the caller's arguments
+    const tool = toolBytes(options.tool);
+    const context = bytesOf(options.context, 'context');
+    if (context.length > MAX_CONTEXT) fail('invalid_argument', 'the context is over 65536 bytes');
+    if (options.expectedStep !== undefined && typeof options.expectedStep !== 'string') fail('invalid_argument', 'the expected step must be a string');
+    const { key, body } = this.open(token, KIND_STATE, tool, context);
+    // 9.
+    let claims;
+    try {
+      claims = parseClaims(body);
+    } catch (e) {
+      if (e instanceof CborError) fail('malformed', `claims envelope: ${e.message}`);
+      throw e;
+    }
+    // 10.
+    const expires = claims.issuedAt + claims.lifetime;
+    if (claims.lifetime === 0n || expires > U64_MAX) fail('malformed', 'lifetime of zero or an expiry beyond 2^64 - 1');
+    if (claims.lifetime > BigInt(this.policy.maxLifetime)) fail('lifetime_too_long', `lifetime ${claims.lifetime} s is over max_lifetime`);
+    const now = readClock(this.clock);
+    const leeway = BigInt(this.policy.clockLeeway);
+    const sat = (x: bigint) => (x > U64_MAX ? U64_MAX : x);
+    // 11.
+    if (claims.issuedAt > sat(now + leeway)) fail('not_yet_valid', 'issued in the future');
+    // 12.
+    if (now >= sat(expires + leeway)) fail('expired');
+    // 13.
+    if (options.expectedStep !== undefined && claims.step !== options.expectedStep) fail('wrong_step', 'the token is for another step');
+    // 14.
+    let state: unknown = undefined;
+    const decode = options.decode ?? true;
+    if (decode !== false) {
+      try {
+        state = decode === true ? decodeValue(claims.state) : decode(claims.state);
+      } catch (e) {
+        throw new ReqstateError('state_decoding', e instanceof Error ? e.message : 'the state does not decode', { cause: e });
+      }
+    }
+    return {
+      step: claims.step,
+      state: state as T,
+      stateCbor: claims.state,
+      keyId: key.id,
+      issuedAt: small(claims.issuedAt),
+      expiresAt: small(expires),
+      issuedAtBig: claims.issuedAt,
+      expiresAtBig: expires,
+    };
+  }
+
+  /** Opens a sealed payload (FORMAT.md §6, §8 steps 0 to 8). */
+  unseal(token: string, aad?: Context): { payload: Uint8Array; keyId: number } {
+    const a = bytesOf(aad, 'aad');
+    if (a.length > MAX_CONTEXT) fail('invalid_argument', 'the aad is over 65536 bytes');
+    const { key, body } = this.open(token, KIND_SEALED, new Uint8Array(0), a);
+    return { payload: body, keyId: key.id };
+  }
+
+  /** Steps 1 to 8: returns the authenticated body. */
+  private open(token: string, kindWanted: number, tool: Uint8Array, context: Uint8Array): { key: Key; body: Uint8Array } {
+    if (typeof token !== 'string') fail('malformed', 'the token must be a string');
+    // 1.
+    if (token.length > this.policy.maxTokenLen || byteLength(token) > this.policy.maxTokenLen) fail('too_large', `over max_token_len ${this.policy.maxTokenLen}`);
+    // 2.
+    const raw = base64urlDecodeStrict(token);
+    if (raw.length === 0) fail('malformed', 'empty token');
+    // 3.
+    const h = raw[0];
+    const version = h >> 4;
+    const kind = (h >> 2) & 3;
+    const alg = h & 3;
+    if (version !== 1) fail('unsupported_version', `version ${version}`);
+    if (kind > 1) fail('malformed', 'reserved kind');
+    if (alg !== 1 && alg !== 2) fail('unsupported_algorithm', `algorithm ${alg}`);
+    // 4.
+    let id = 0;
+    let pos = 1;
+    for (let shift = 0; ; shift += 7) {
+      if (pos >= raw.length) fail('malformed', 'truncated key id');
+      if (pos - 1 >= 5) fail('malformed', 'key id longer than 5 bytes');
+      const b = raw[pos++];
+      id += (b & 0x7f) * 2 ** shift;
+      if ((b & 0x80) === 0) {
+        if (pos - 1 > 1 && b === 0) fail('malformed', 'key id not minimal');
+        break;
+      }
+    }
+    if (id > 0xffffffff) fail('malformed', 'key id of 2^32 or more');
+    const prefix = raw.subarray(0, pos);
+    // 5.
+    if (raw.length < pos + (alg === 1 ? 16 : 40)) fail('malformed', 'too short');
+    // 6.
+    if (kind !== kindWanted) fail('wrong_kind', kind === KIND_STATE ? 'a state token, not a sealed payload' : 'a sealed payload, not a state token');
+    // 7.
+    const key = this.keyring.get(id);
+    if (key === undefined) fail('unknown_key', `no key ${id}`);
+    if (key.status === 'retired') fail('retired_key', `key ${id} is retired`);
+    if (ALGORITHM_IDS[key.algorithm] !== alg) fail('algorithm_mismatch', `key ${id} is ${key.algorithm}`);
+    // 8.
+    const a = concat(prefix, lp(tool), lp(context));
+    if (alg === 1) {
+      const body = raw.subarray(pos, raw.length - 16);
+      const tag = key.mac.clone().update(a).update(body).digest().subarray(0, 16);
+      if (!equalBytes(tag, raw.subarray(raw.length - 16))) fail('authentication_failed');
+      return { key, body };
+    }
+    const nonce = raw.subarray(pos, pos + 24);
+    try {
+      return { key, body: xchacha20poly1305(key.workingKey, nonce, a).decrypt(raw.subarray(pos + 24)) };
+    } catch {
+      return fail('authentication_failed');
+    }
+  }
+}
+
+function leb128(n: number): Uint8Array {
+  const out: number[] = [];
+  let v = n;
+  for (;;) {
+    const b = v % 128;
+    v = Math.floor(v / 128);
+    if (v === 0) {
+      out.push(b);
+      return new Uint8Array(out);
+    }
+    out.push(b | 0x80);
+  }
+}
+
+/** Shorthand: `new Codec(options)`. */
+export function createCodec(options: CodecOptions): Codec {
+  return new Codec(options);
+}

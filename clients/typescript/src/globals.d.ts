@@ -1,0 +1,15 @@
+// The Web-platform globals the library uses, declared here so that the
+// library compiles without DOM or Node types (it runs on workerd, Node >= 20,
+// Deno and Bun, which all provide them).
+declare global {
+  interface TextEncoder {
+    encode(input?: string): Uint8Array;
+  }
+  var TextEncoder: { new (): TextEncoder };
+  interface TextDecoder {
+    decode(input?: Uint8Array): string;
+  }
+  var TextDecoder: { new (label?: string, options?: { fatal?: boolean; ignoreBOM?: boolean }): TextDecoder };
+  var crypto: { getRandomValues<T extends Uint8Array>(array: T): T };
+}
+export {};

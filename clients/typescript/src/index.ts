@@ -1,0 +1,33 @@
+// @reqstate/codec: reqstate requestState tokens (docs/FORMAT.md v1),
+// minted and verified in-process. No Node-only APIs: the same build runs on
+// Cloudflare workerd, Node >= 20, Deno and Bun.
+export { REASONS, ReqstateError, isReqstateError, type Reason } from './errors.js';
+export { Key, Keyring, type Algorithm, type KeySpec, type KeyStatus, type KeyringSources } from './keyring.js';
+export {
+  Codec,
+  Policy,
+  createCodec,
+  systemClock,
+  systemRandom,
+  type Clock,
+  type CodecOptions,
+  type Context,
+  type MintOptions,
+  type Minted,
+  type PolicyOptions,
+  type RandomSource,
+  type Verified,
+  type VerifyOptions,
+} from './codec.js';
+export { Tagged, decodeValue, encodeValue, MAX_STATE_DEPTH } from './cbor.js';
+export { CALL_CONTEXT_LABEL, InvalidArgumentsError, MAX_ARGUMENTS_DEPTH, callContext, canonicalJson, type ArgumentsRule, type CallContextParts } from './callcontext.js';
+export {
+  createRequestStateCodec,
+  mcpCallOf,
+  stepFromInputResponses,
+  type McpCall,
+  type McpContextLike,
+  type McpRequestStateCodec,
+  type McpRequestStateCodecOptions,
+} from './mcp.js';
+export { base64urlEncode, base64Encode, toHex, fromHex } from './bytes.js';

@@ -1,0 +1,184 @@
+// The vector suite, runtime-agnostic (no Node, Deno, Bun or Worker API):
+// every kind of tests/vectors/v1.json in both directions, and the call
+// context corpus tests/vectors/call_context.json. The drivers (node --test,
+// Deno, Bun, workerd) hand it the files' text and the package's module, and
+// fail unless every check passed and the expected number ran.
+
+/** JSON.parse, keeping integers of 16 digits or more exact (as strings). */
+export function parseJsonBig(text) {
+  return JSON.parse(text.replace(/([:\[,]\s*)(\d{16,})(?=\s*[,}\]])/g, '$1"$2"'));
+}
+
+const hex = (s) => {
+  const out = new Uint8Array(s.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(s.slice(2 * i, 2 * i + 2), 16);
+  return out;
+};
+const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+
+function fixedRandom(hexBytes) {
+  let buf = hex(hexBytes);
+  const random = (n) => {
+    if (n > buf.length) throw new Error(`random source asked for ${n} bytes, has ${buf.length}`);
+    const out = buf.slice(0, n);
+    buf = buf.slice(n);
+    return out;
+  };
+  random.remaining = () => buf.length;
+  return random;
+}
+
+/**
+ * Runs everything. Returns { passed, failures: [{ name, error }], counts }.
+ * @param {any} lib the @reqstate/codec module
+ * @param {string} vectorsText tests/vectors/v1.json
+ * @param {string} callContextText tests/vectors/call_context.json
+ */
+export function runSuite(lib, vectorsText, callContextText) {
+  const { Codec, Keyring, Policy, callContext, canonicalJson, ReqstateError, InvalidArgumentsError } = lib;
+  const V = parseJsonBig(vectorsText);
+  const C = JSON.parse(callContextText);
+  let passed = 0;
+  const failures = [];
+  const counts = {};
+  const check = (group, name, fn) => {
+    counts[group] = (counts[group] ?? 0) + 1;
+    try {
+      fn();
+      passed++;
+    } catch (e) {
+      failures.push({ name: `${group}: ${name}`, error: String(e && e.stack ? e.stack : e) });
+    }
+  };
+  const eq = (a, b, what) => {
+    if (a !== b) throw new Error(`${what}: got ${String(a)}, want ${String(b)}`);
+  };
+  const refuses = (fn, reason) => {
+    try {
+      fn();
+    } catch (e) {
+      if (!(e instanceof ReqstateError)) throw new Error(`threw a non-ReqstateError: ${e}`);
+      eq(e.reason, reason, 'reason');
+      return e;
+    }
+    throw new Error(`accepted; want ${reason}`);
+  };
+
+  const specs = new Map(V.keys.map((k) => [k.id, k]));
+  const keyring = Keyring.fromKeys(V.keys.map((k) => ({ id: k.id, algorithm: k.algorithm, status: k.status, secret: k.secret })));
+  const onlyPrimary = (id) => {
+    const k = specs.get(id);
+    return Keyring.fromKeys([{ id, algorithm: k.algorithm, status: 'primary', secret: k.secret }]);
+  };
+  const policyOf = (v) => {
+    const p = v.policy ?? V.policy;
+    return new Policy({ maxTokenLen: p.max_token_len, clockLeeway: p.clock_leeway, maxLifetime: p.max_lifetime });
+  };
+  const codecAt = (kr, v, now, random) => new Codec({ keyring: kr, policy: policyOf(v), clock: () => BigInt(now), random: random ?? (() => { throw new Error('no randomness in this test'); }) });
+  const decoders = { uint: (b) => { if (b.length === 0 || b[0] >> 5 !== 0 || (b[0] & 31) > 27) throw new Error('not a uint'); const n = (b[0] & 31) < 24 ? 1 : 1 + (1 << ((b[0] & 31) - 24)); if (n !== b.length) throw new Error('not one uint'); return 0; } };
+  const runVerify = (v) => {
+    const codec = codecAt(keyring, v, v.now);
+    if (v.operation === 'verify') {
+      return codec.verify(v.token, { tool: v.tool, context: hex(v.context), expectedStep: v.expected_step, decode: v.decode_as ? decoders[v.decode_as] : false });
+    }
+    if (v.operation === 'unseal') return codec.unseal(v.token, hex(v.context));
+    throw new Error(`unknown operation ${v.operation}`);
+  };
+
+  check('meta', 'format version and default policy', () => {
+    eq(V.format_version, 1, 'format_version');
+    const p = new Policy();
+    eq(`${p.maxTokenLen},${p.clockLeeway},${p.maxLifetime}`, `${V.policy.max_token_len},${V.policy.clock_leeway},${V.policy.max_lifetime}`, 'defaults');
+  });
+  for (const k of V.keys) {
+    check('keys', `derived key ${k.id}`, () => {
+      const key = keyring.get(k.id);
+      eq(toHex(key.workingKey), k.derived_key, 'derived_key');
+      eq(key.nonceKey ? toHex(key.nonceKey) : '', k.nonce_key, 'nonce_key');
+    });
+  }
+  for (const v of V.valid) {
+    check('valid', `${v.name}: verifies`, () => {
+      const got = codecAt(keyring, v, v.now).verify(v.token, { tool: v.tool, context: hex(v.context), expectedStep: v.step, decode: false });
+      eq(got.step, v.step, 'step');
+      eq(toHex(got.stateCbor), v.state_cbor, 'state');
+      eq(String(got.issuedAtBig), String(v.issued_at), 'issued_at');
+      eq(String(got.expiresAtBig), String(v.expires_at), 'expires_at');
+      eq(got.keyId, v.key_id, 'key_id');
+      eq(v.token.length, v.token_chars, 'token_chars');
+    });
+    check('valid', `${v.name}: reminted byte for byte`, () => {
+      const random = fixedRandom(v.random);
+      const m = codecAt(onlyPrimary(v.key_id), v, v.now, random).mintExact({ tool: v.tool, step: v.step, stateCbor: hex(v.state_cbor), ttl: Number(v.ttl), context: hex(v.context) });
+      eq(m.token, v.token, 'token');
+      eq(random.remaining(), 0, 'random bytes left');
+    });
+    check('valid', `${v.name}: clock boundaries`, () => {
+      const leeway = BigInt(policyOf(v).clockLeeway);
+      const max = (1n << 64n) - 1n;
+      const exp = BigInt(v.expires_at) + leeway > max ? max : BigInt(v.expires_at) + leeway;
+      const args = { tool: v.tool, context: hex(v.context), decode: false };
+      codecAt(keyring, v, exp - 1n).verify(v.token, args);
+      refuses(() => codecAt(keyring, v, exp).verify(v.token, args), 'expired');
+      const first = BigInt(v.issued_at) - leeway;
+      codecAt(keyring, v, first).verify(v.token, args);
+      if (first > 0n) refuses(() => codecAt(keyring, v, first - 1n).verify(v.token, args), 'not_yet_valid');
+    });
+  }
+  for (const v of V.sealed) {
+    check('sealed', `${v.name}: unseals`, () => {
+      const got = codecAt(keyring, v, v.now).unseal(v.token, hex(v.aad));
+      eq(toHex(got.payload), v.payload, 'payload');
+      eq(got.keyId, v.key_id, 'key_id');
+    });
+    check('sealed', `${v.name}: resealed byte for byte`, () => {
+      const random = fixedRandom(v.random);
+      eq(codecAt(onlyPrimary(v.key_id), v, v.now, random).seal(hex(v.payload), hex(v.aad)).token, v.token, 'token');
+      eq(random.remaining(), 0, 'random bytes left');
+    });
+  }
+  for (const v of V.invalid) {
+    check('invalid', v.name, () => refuses(() => runVerify(v), v.expect_fail));
+  }
+  for (const v of V.accepted) {
+    check('accepted', v.name, () => {
+      const got = runVerify(v);
+      if (v.operation === 'unseal') return eq(toHex(got.payload), v.payload, 'payload');
+      eq(`${got.issuedAtBig}|${got.expiresAtBig}|${got.step}|${toHex(got.stateCbor)}`, `${v.issued_at}|${v.expires_at}|${v.step}|${v.state_cbor}`, 'claims');
+    });
+  }
+  for (const v of V.mint_invalid) {
+    check('mint_invalid', v.name, () => {
+      const codec = codecAt(onlyPrimary(v.key_id), v, v.now, fixedRandom(v.random));
+      refuses(() => {
+        if (v.operation === 'mint') codec.mintExact({ tool: v.tool, step: v.step, stateCbor: hex(v.state_cbor), ttl: Number(v.ttl), context: hex(v.context) });
+        else if (v.operation === 'seal') codec.seal(hex(v.payload), hex(v.context));
+        else throw new Error(`unknown operation ${v.operation}`);
+      }, v.expect_fail);
+    });
+  }
+  for (const v of V.keyrings) {
+    check('keyrings', v.name, () => {
+      const build = () => Keyring.fromKeys(v.keys.map((k) => ({ id: Number(k.id), algorithm: k.algorithm, status: k.status, secret: k.secret })));
+      if (v.expect_fail === undefined) build();
+      else refuses(build, v.expect_fail);
+    });
+  }
+  for (const c of C.cases) {
+    check('call_context', c.name, () => {
+      const parts = { principal: c.principal, audience: c.audience, method: c.method, argumentsJson: c.arguments_json };
+      if (c.refused || c.reason) {
+        const e = refuses(() => callContext(parts), 'invalid_argument');
+        if (!(e instanceof InvalidArgumentsError)) throw new Error('not an InvalidArgumentsError');
+        eq(e.rule, c.reason, 'rule');
+        refuses(() => canonicalJson(c.arguments_json), 'invalid_argument');
+      } else {
+        eq(canonicalJson(c.arguments_json), c.canonical, 'canonical');
+        eq(toHex(callContext(parts)), c.context, 'context');
+      }
+    });
+  }
+  const expected = 1 + V.keys.length + 3 * V.valid.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + C.cases.length;
+  if (passed + failures.length !== expected) failures.push({ name: 'suite', error: `ran ${passed + failures.length} checks, expected ${expected}` });
+  return { passed, failures, counts, expected };
+}
