@@ -1,7 +1,9 @@
 //! The sidecar under load: starts the real `reqstate` binary, drives unary
 //! `Verify` and `Mint`, batched `VerifyBatch` and `MintBatch`, and
 //! `grpc.health.v1.Health/Check` (the no-op baseline of the same stack) at a
-//! fixed concurrency for a fixed time, over a Unix socket and over TCP.
+//! fixed concurrency for a fixed time, over a Unix socket and over TCP; then
+//! single-use consumes (unary and batched) against the memory store and a
+//! real `redis-server` on a Unix socket, next to Redis's own round trip.
 //!
 //! ```text
 //! cargo bench --bench sidecar                       # 5 s per case
@@ -16,10 +18,15 @@
 //! pair reaches together; docs/BENCHMARKS.md says what limits each.
 
 // Shared with the sidecar integration tests.
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
 #[path = "../tests/support/sidecar_process.rs"]
 mod support;
+use support as sidecar_process;
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use reqstate_proto::v1::request_state_client::RequestStateClient;
@@ -53,6 +60,7 @@ fn mint_request() -> MintRequest {
         )),
         ttl_seconds: 600,
         context: CONTEXT.to_vec(),
+        single_use: false,
     }
 }
 
@@ -62,6 +70,7 @@ fn verify_request(token: &str) -> VerifyRequest {
         tool: TOOL.into(),
         expected_step: Some("confirm".into()),
         context: CONTEXT.to_vec(),
+        consume: false,
     }
 }
 
@@ -244,6 +253,132 @@ async fn run_transport(
     Ok(rows)
 }
 
+/// Mints `n` single-use tokens through MintBatch.
+async fn single_use_pool(
+    client: &RequestStateClient<Channel>,
+    n: usize,
+) -> TestResult<Arc<Vec<String>>> {
+    let mut tokens = Vec::with_capacity(n);
+    let mut client = client.clone();
+    while tokens.len() < n {
+        let mut request = mint_request();
+        request.single_use = true;
+        let response = client
+            .mint_batch(MintBatchRequest {
+                items: vec![request; 1000],
+            })
+            .await?
+            .into_inner();
+        for result in response.results {
+            match result.outcome {
+                Some(reqstate_proto::v1::mint_result::Outcome::Minted(m)) => tokens.push(m.token),
+                other => return Err(format!("mint failed: {other:?}").into()),
+            }
+        }
+    }
+    tokens.truncate(n);
+    Ok(Arc::new(tokens))
+}
+
+/// Unary Verify with `consume`, each call a fresh single-use token; then
+/// VerifyBatch with `consume` (one pipelined store call per batch).
+async fn run_consume(
+    name: &str,
+    rpc: &[RequestStateClient<Channel>],
+    concurrency: usize,
+    duration: Duration,
+    pool_size: usize,
+) -> TestResult<Vec<(String, Outcome)>> {
+    let mut rows = Vec::new();
+    let pool = single_use_pool(&rpc[0], pool_size).await?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let unary = {
+        let (pool, next) = (pool.clone(), next.clone());
+        drive(rpc, concurrency, duration, 1, move |mut c: RequestStateClient<Channel>| {
+            let (pool, next) = (pool.clone(), next.clone());
+            async move {
+                let token = pool
+                    .get(next.fetch_add(1, Ordering::Relaxed))
+                    .ok_or("the pool of single-use tokens ran out: raise REQSTATE_BENCH_CONSUME_TOKENS")?;
+                let mut request = verify_request(token);
+                request.consume = true;
+                let r = c.verify(request).await?.into_inner();
+                if !r.valid {
+                    return Err(format!("consume failed: {:?} {}", r.reason, r.detail).into());
+                }
+                Ok(())
+            }
+        })
+        .await?
+    };
+    rows.push((format!("unix Verify+consume ({name})"), unary));
+    // Batches consume tokens about ten times faster.
+    let pool = single_use_pool(&rpc[0], 10 * pool_size).await?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let batched = drive(
+        rpc,
+        concurrency,
+        duration,
+        BATCH as u64,
+        move |mut c: RequestStateClient<Channel>| {
+            let (pool, next) = (pool.clone(), next.clone());
+            async move {
+                let at = next.fetch_add(BATCH, Ordering::Relaxed);
+                let tokens = pool.get(at..at + BATCH).ok_or(
+                    "the pool of single-use tokens ran out: raise REQSTATE_BENCH_CONSUME_TOKENS",
+                )?;
+                let items = tokens
+                    .iter()
+                    .map(|t| {
+                        let mut request = verify_request(t);
+                        request.consume = true;
+                        request
+                    })
+                    .collect();
+                let r = c
+                    .verify_batch(VerifyBatchRequest { items })
+                    .await?
+                    .into_inner();
+                if r.results.len() != BATCH || r.results.iter().any(|x| !x.valid) {
+                    return Err("a consumed batch item failed".into());
+                }
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    rows.push((
+        format!("unix VerifyBatch+consume x{BATCH} ({name})"),
+        batched,
+    ));
+    Ok(rows)
+}
+
+/// Redis's own round trip on its Unix socket (`PING`, one at a time): what
+/// a consume may add at most, at p50.
+async fn redis_round_trip(socket: &std::path::Path, duration: Duration) -> TestResult<Outcome> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::UnixStream::connect(socket).await?;
+    let start = Instant::now();
+    let mut latencies_us = Vec::new();
+    let mut reply = [0u8; 7];
+    while start.elapsed() < duration {
+        let t = Instant::now();
+        stream.write_all(b"PING\r\n").await?;
+        stream.read_exact(&mut reply).await?;
+        if &reply != b"+PONG\r\n" {
+            return Err("unexpected PING reply".into());
+        }
+        latencies_us.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+    }
+    Ok(Outcome {
+        calls: latencies_us.len() as u64,
+        items_per_call: 1,
+        elapsed: start.elapsed(),
+        latencies_us,
+    })
+}
+
 fn print_table(rows: &[(String, Outcome)], concurrency: usize, duration: Duration) {
     println!(
         "\nSidecar, {concurrency} concurrent callers over {CHANNELS} connections, {:.1} s per case:\n",
@@ -284,6 +419,13 @@ async fn bench() -> TestResult {
     };
     let concurrency = usize::try_from(env_number("REQSTATE_BENCH_CONCURRENCY", 32))?;
     support::use_binary(reqstate_benches::reqstate_binary()?);
+    // Single use: enough fresh tokens for every call of a case.
+    let pool_size = if quick {
+        10_000
+    } else {
+        usize::try_from(env_number("REQSTATE_BENCH_CONSUME_TOKENS", 200_000))?
+    };
+
     let sidecar = Sidecar::start(
         SidecarOptions::new(keyring_toml(&[(1, "primary")]))
             .arg("--log")
@@ -291,7 +433,10 @@ async fn bench() -> TestResult {
             // The Health/Check baseline runs at the same concurrency as the
             // other cases; the default health limit (16) would shed it.
             .arg("--max-health-calls")
-            .arg((2 * concurrency).max(16).to_string()),
+            .arg((2 * concurrency).max(16).to_string())
+            // Room for every token the consume cases spend in one run.
+            .arg("--replay-capacity")
+            .arg((12 * pool_size).to_string()),
     )
     .await?;
     let mut unix = Vec::new();
@@ -300,8 +445,31 @@ async fn bench() -> TestResult {
         unix.push(unix_channel(&sidecar.unix).await?);
         tcp.push(tcp_channel(sidecar.tcp).await?);
     }
+    let rpc: Vec<RequestStateClient<Channel>> =
+        unix.iter().cloned().map(RequestStateClient::new).collect();
     let mut rows = run_transport("unix", unix, concurrency, duration).await?;
     rows.extend(run_transport("tcp", tcp, concurrency, duration).await?);
+
+    rows.extend(run_consume("memory", &rpc, concurrency, duration, pool_size).await?);
+    let redis_dir = tempfile::tempdir()?;
+    let redis = redis_server::RedisServer::start(redis_dir.path(), false)?;
+    let on_redis = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--log")
+            .arg("warn")
+            .arg("--replay-store")
+            .arg(redis.unix_url()),
+    )
+    .await?;
+    let mut redis_rpc = Vec::new();
+    for _ in 0..CHANNELS {
+        redis_rpc.push(RequestStateClient::new(unix_channel(&on_redis.unix).await?));
+    }
+    rows.push((
+        "redis PING round trip (unix socket, one client)".to_string(),
+        redis_round_trip(&redis.socket, duration).await?,
+    ));
+    rows.extend(run_consume("redis", &redis_rpc, concurrency, duration, pool_size).await?);
     print_table(&rows, concurrency, duration);
     Ok(())
 }

@@ -27,7 +27,12 @@ deny_installed() { [ "$("$DENY" --version 2>/dev/null)" = "cargo-deny $DENY_VERS
 # Licences, bans and sources (deny.toml) of every workspace member, from
 # Cargo.lock and the local registry cache only. Advisories are not checked: they need the RustSec
 # advisory database, fetched from GitHub, which is unreachable here.
-deny_check() { "$DENY" --offline --workspace check licenses bans sources; }
+# `cargo fetch` first: --offline needs every crate of Cargo.lock in the local
+# registry cache, the ones for other targets (macOS, Windows) included.
+deny_check() {
+    cargo fetch --locked --quiet
+    "$DENY" --offline --workspace check licenses bans sources
+}
 
 if $quick; then
     step "prerequisites (quick)"
@@ -63,13 +68,20 @@ if $quick; then
 fi
 
 step "prerequisites"
-# ring needs clang to build for wasm32; everything else comes from crates.io.
-if ! command -v clang >/dev/null 2>&1; then
+# ring needs clang to build for wasm32; the single-use tests run a real
+# redis-server and redis-cli (the Debian package); everything else comes
+# from crates.io, npm and PyPI.
+missing=()
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+{ command -v redis-server && command -v redis-cli; } >/dev/null 2>&1 || missing+=(redis-server)
+if [ "${#missing[@]}" -gt 0 ]; then
     sudo_cmd=""
     [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
-    $sudo_cmd apt-get install -y -qq clang
+    $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
+# The Debian package starts a system redis-server; the tests start their own
+# on free ports and do not need it.
 rustup component add rustfmt clippy >/dev/null
 rustup target add x86_64-unknown-none wasm32-unknown-unknown >/dev/null
 

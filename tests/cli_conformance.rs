@@ -77,6 +77,10 @@ const REASONS: &[&str] = &[
     "invalid_argument",
     "randomness_unavailable",
     "invalid_keyring",
+    "single_use",
+    "replayed",
+    "replay_store_full",
+    "replay_store_unavailable",
 ];
 
 const NOW: u64 = 1_764_460_800;
@@ -771,6 +775,74 @@ fn cases(user_42_file: &str) -> Vec<Case> {
                 ),
             ),
         ]);
+        // Single use (FORMAT.md §5.1, docs/CLI.md `--single-use`, `--consume`).
+        cases.extend([
+            case(
+                "single-use: mint --single-use, verify --consume",
+                mint(&["--single-use"]),
+                "main",
+                verify(&["--consume"]),
+                ok.clone(),
+            ),
+            Case {
+                pass: Pass::Stdin,
+                ..case(
+                    "single-use: consumed from stdin, by the minting keyring",
+                    mint(&["--single-use"]),
+                    mint_keyring,
+                    verify(&["--consume"]),
+                    ok.clone(),
+                )
+            },
+            case(
+                "single-use: verify without --consume is single_use",
+                mint(&["--single-use"]),
+                "main",
+                verify(&[]),
+                refused("single_use"),
+            ),
+            case(
+                "single-use: a plain token to verify --consume is wrong_kind",
+                mint(&[]),
+                "main",
+                verify(&["--consume"]),
+                refused("wrong_kind"),
+            ),
+            case(
+                "single-use: expired at --consume",
+                mint(&["--single-use"]),
+                "main",
+                verify_at(NOW + 600 + 60, &["--consume"]),
+                refused("expired"),
+            ),
+            case(
+                "single-use: another step at --consume",
+                mint(&["--single-use"]),
+                "main",
+                strings(&[
+                    "--tool",
+                    "counter",
+                    "--expected-step",
+                    "pay",
+                    "--context",
+                    "user-42",
+                    "--consume",
+                    "--now",
+                    &(NOW + 10).to_string(),
+                ]),
+                refused("wrong_step"),
+            ),
+            Case {
+                edit: Edit::Tamper,
+                ..case(
+                    "single-use: tampered, at --consume",
+                    mint(&["--single-use"]),
+                    "main",
+                    verify(&["--consume"]),
+                    refused("authentication_failed"),
+                )
+            },
+        ]);
         // Keys only "main" judges: retired, unknown, another algorithm.
         for (name, keyring, reason) in [
             ("retired key", "old", "retired_key"),
@@ -878,6 +950,7 @@ fn every_implementation_is_runnable() -> TestResult {
             "--max-token-len",
             "--clock-leeway",
             "--max-lifetime",
+            "--single-use",
         ] {
             assert!(
                 String::from_utf8_lossy(&out.stdout).contains(flag),
@@ -888,6 +961,11 @@ fn every_implementation_is_runnable() -> TestResult {
         let out = run(imp, &strings(&["verify", "--help"]), None)?;
         assert_eq!(out.status.code(), Some(0), "{}: verify --help", imp.name);
         assert!(String::from_utf8_lossy(&out.stdout).contains("--expected-step"));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("--consume"),
+            "{}: verify --help does not mention --consume",
+            imp.name
+        );
     }
     Ok(())
 }
@@ -900,6 +978,10 @@ fn table_through_every_ordered_pair() -> TestResult {
     let user_42 = fx.dir.path().join("user-42.txt");
     std::fs::write(&user_42, "user-42")?;
     for case in cases(&user_42.display().to_string()) {
+        // A single-use token carries a random id (FORMAT.md §5.1): every
+        // mint differs, HMAC ones too.
+        let single_use = case.mint.iter().any(|a| a == "--single-use");
+        let deterministic = case.algorithm_is_hmac && !single_use;
         // Every implementation mints; HMAC tokens must be identical.
         let mut minted: Vec<(String, Value)> = Vec::new();
         for minter in &imps {
@@ -913,18 +995,31 @@ fn table_through_every_ordered_pair() -> TestResult {
                 );
                 assert_eq!(object["expires_at"], first["expires_at"], "{what}");
                 assert_eq!(object["key_id"], first["key_id"], "{what}");
-                if case.algorithm_is_hmac {
+                if deterministic {
                     assert_eq!(
                         &token, first_token,
                         "{what}: HMAC token differs from {}'s",
                         imps[0].name
                     );
+                } else if single_use {
+                    assert_ne!(
+                        &token, first_token,
+                        "{what}: two single-use tokens are equal"
+                    );
                 }
             }
-            if case.algorithm_is_hmac {
+            if deterministic {
                 // Deterministic within one implementation too.
                 let (again, _) = mint_token(&fx, minter, case.mint_keyring, &case.mint, &what)?;
                 assert_eq!(again, token, "{what}: two HMAC mints differ");
+            } else if single_use {
+                let (again, _) = mint_token(&fx, minter, case.mint_keyring, &case.mint, &what)?;
+                assert_ne!(again, token, "{what}: two single-use mints are equal");
+                // Its header says kind 2 (0x19 HMAC, 0x1A XChaCha: "GQ", "Gg").
+                assert!(
+                    token.starts_with("GQ") || token.starts_with("Gg"),
+                    "{what}: not a kind-2 header: {token}"
+                );
             }
             minted.push((token, object));
         }
@@ -1044,12 +1139,91 @@ fn vectors_through_every_implementation() -> TestResult {
         }
     }
 
+    // Single-use tokens (FORMAT.md §5.1): each implementation consumes the
+    // vector's token (`verify --consume`) and refuses it to `verify`; each
+    // mints one from the same inputs (another token id, so another token:
+    // the claims are compared), which every implementation consumes.
+    for vector in fx.vectors["single_use"]
+        .as_array()
+        .ok_or("no single_use vectors")?
+    {
+        let name = text(vector, "name")?;
+        let key_id = vector["key_id"].as_u64().ok_or("key_id")?;
+        let at = vector["now"].as_u64().ok_or("now")?;
+        let step = text(vector, "step")?;
+        let expected = Outcome::Ok(json!({
+            "valid": true,
+            "step": vector["step"],
+            "state_cbor_hex": vector["state_cbor"],
+            "key_id": key_id,
+            "issued_at": vector["issued_at"],
+            "expires_at": vector["expires_at"],
+            "state": vector["state_json"],
+        }));
+        let common = |extra: &[&str]| -> TestResult<Vec<String>> {
+            let mut args = strings(&["--tool", &text(vector, "tool")?]);
+            args.extend(fx.context_args(&text(vector, "context")?)?);
+            args.extend(now(at));
+            args.extend(policy_args(&name, vector)?);
+            args.extend(strings(extra));
+            Ok(args)
+        };
+        let ttl = vector["ttl"].as_u64().ok_or("ttl")?.to_string();
+        let mut tokens = vec![("vector".to_string(), text(vector, "token")?)];
+        for imp in &imps {
+            let what = format!(
+                "single_use vector {name:?} / mint --single-use by {}",
+                imp.name
+            );
+            let args = common(&[
+                "--step",
+                &step,
+                "--ttl",
+                &ttl,
+                "--state-cbor-hex",
+                &text(vector, "state_cbor")?,
+                "--single-use",
+            ])?;
+            let (token, minted) = mint_token(&fx, imp, &format!("only-{key_id}"), &args, &what)?;
+            assert_eq!(minted["issued_at"], vector["issued_at"], "{what}");
+            assert_eq!(minted["expires_at"], vector["expires_at"], "{what}");
+            assert_eq!(token.len(), text(vector, "token")?.len(), "{what}: length");
+            assert_ne!(token, tokens[0].1, "{what}: the vector's token id again");
+            tokens.push((imp.name.to_string(), token));
+        }
+        for (minter, token) in &tokens {
+            for verifier in &imps {
+                let what = format!(
+                    "single_use vector {name:?} / minted by {minter}, consumed by {}",
+                    verifier.name
+                );
+                let (args, stdin) = verify_args(
+                    &fx,
+                    "vectors",
+                    &common(&["--expected-step", &step, "--consume"])?,
+                    token,
+                    Pass::Flag,
+                )?;
+                let got = outcome(&what, &run(verifier, &args, stdin.as_deref())?, "verify")?;
+                assert_eq!(got, expected, "{what}");
+                let (args, stdin) = verify_args(&fx, "vectors", &common(&[])?, token, Pass::Flag)?;
+                let got = outcome(&what, &run(verifier, &args, stdin.as_deref())?, "verify")?;
+                assert_eq!(
+                    got,
+                    refused("single_use"),
+                    "{what}: verify without --consume"
+                );
+                ran += 2;
+            }
+        }
+    }
+
     // The other sections: run below, or excluded here with the reason.
     // A section this harness does not know fails the test.
     for section in fx.vectors.as_object().ok_or("vectors")?.keys() {
         match section.as_str() {
             "description" | "format_version" | "policy" | "keys" | "valid" | "invalid"
-            | "accepted" | "mint_invalid" => {}
+            | "accepted" | "mint_invalid" | "single_use" => {}
             // docs/CLI.md has no seal/unseal.
             "sealed" => {}
             // The call context is computed by the SDKs, not by this command line.
@@ -1097,10 +1271,25 @@ fn vectors_through_every_implementation() -> TestResult {
                     "issued_at",
                     "expires_at",
                     "payload",
+                    "spent",
+                    "spent_record",
+                    "record_until",
                 ],
             )?;
+            let consume = vector["operation"] == "consume";
             match vector["operation"].as_str() {
                 Some("verify") => {}
+                Some("consume") => {
+                    // `verify --consume` starts each run with an empty
+                    // spent-token record (docs/CLI.md): a store that already
+                    // holds records has no command-line equivalent.
+                    if vector["spent"].as_array().is_some_and(|s| !s.is_empty()) {
+                        excluded.push(format!(
+                            "{name}: `spent` records (the command line's record starts empty)"
+                        ));
+                        continue;
+                    }
+                }
                 Some("unseal") => {
                     excluded.push(format!("{name}: unseal is not in docs/CLI.md"));
                     continue;
@@ -1140,6 +1329,9 @@ fn vectors_through_every_implementation() -> TestResult {
             args.extend(now(vector["now"].as_u64().ok_or("now")?));
             if let Some(step) = vector["expected_step"].as_str() {
                 args.extend(strings(&["--expected-step", step]));
+            }
+            if consume {
+                args.push("--consume".into());
             }
             args.extend(policy_args(&name, vector)?);
             for verifier in &imps {
@@ -1188,6 +1380,7 @@ fn vectors_through_every_implementation() -> TestResult {
                 "policy",
                 "random",
                 "payload",
+                "single_use",
                 "expect_fail",
             ],
         )?;
@@ -1219,6 +1412,9 @@ fn vectors_through_every_implementation() -> TestResult {
         ]));
         args.extend(strings(&["--state-cbor-hex", &text(vector, "state_cbor")?]));
         args.extend(policy_args(&name, vector)?);
+        if vector["single_use"] == true {
+            args.push("--single-use".into());
+        }
         let expected = Outcome::Refused(json!({ "reason": text(vector, "expect_fail")? }));
         for minter in &imps {
             let what = format!("mint_invalid vector {name:?} / minted by {}", minter.name);

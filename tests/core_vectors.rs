@@ -12,23 +12,73 @@ use std::time::Duration;
 
 use reqstate::{
     Aad, Algorithm, Binding, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
-    MAX_CONTEXT_LEN, MAX_TOOL_LEN, Policy, RandomnessUnavailable, Secret, SecureRandom,
+    MAX_CONTEXT_LEN, MAX_TOOL_LEN, MemoryReplayStore, Policy, RandomnessUnavailable, ReplayStore,
+    Secret, SecureRandom, SpentId, StoreError,
 };
 use serde::{Deserialize, Serialize};
 
 const VECTORS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/v1.json");
 
-/// A "random" source that hands out one fixed draw (the bytes that hedge an
-/// XChaCha20-Poly1305 nonce, FORMAT.md §4.2): only for reproducing vectors.
-struct FixedNonce(Vec<u8>);
+/// A scripted "random" source: hands out its bytes in order, one draw after
+/// the other, and fails a draw it has not enough bytes left for. Only for
+/// reproducing vectors: a single-use mint draws its 16-byte token id, then
+/// (XChaCha20-Poly1305) the 24 bytes that hedge the nonce (FORMAT.md §4.2,
+/// §8's mint list), so its script is `token_id ‖ random`.
+struct Scripted(std::sync::Mutex<Vec<u8>>);
 
-impl SecureRandom for FixedNonce {
+impl Scripted {
+    fn new(bytes: &[u8]) -> Self {
+        Scripted(std::sync::Mutex::new(bytes.to_vec()))
+    }
+}
+
+impl SecureRandom for Scripted {
     fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
-        if dest.len() != self.0.len() {
+        let mut left = self.0.lock().map_err(|_| RandomnessUnavailable)?;
+        if dest.len() > left.len() {
             return Err(RandomnessUnavailable);
         }
-        dest.copy_from_slice(&self.0);
+        dest.copy_from_slice(&left[..dest.len()]);
+        left.drain(..dest.len());
         Ok(())
+    }
+}
+
+/// The FORMAT.md §5.1 record name (without a deployment prefix) of a
+/// single-use token, written here from the spec rather than by the crate.
+fn record_name(key_id: u32, token_id: &[u8]) -> String {
+    format!("spent:v1:{key_id}:{}", hex::encode(token_id))
+}
+
+/// A spent-token store over record names (FORMAT.md §5.1), as the vectors
+/// model it: `spent` names are live records; what a consume records is kept
+/// with its `until`.
+#[derive(Default)]
+struct NamedStore(std::sync::Mutex<std::collections::BTreeMap<String, u64>>);
+
+impl NamedStore {
+    fn holding(names: &[String]) -> Self {
+        NamedStore(std::sync::Mutex::new(
+            names.iter().map(|n| (n.clone(), u64::MAX)).collect(),
+        ))
+    }
+
+    fn records(&self) -> std::collections::BTreeMap<String, u64> {
+        self.0.lock().expect("store lock").clone()
+    }
+}
+
+impl ReplayStore for NamedStore {
+    fn insert_if_absent(&self, id: &SpentId, until: u64, now: u64) -> Result<bool, StoreError> {
+        let mut records = self.0.lock().map_err(|_| StoreError::Unavailable)?;
+        let name = id.record_name();
+        match records.get(&name) {
+            Some(&live_until) if live_until > now => Ok(false),
+            _ => {
+                records.insert(name, until);
+                Ok(true)
+            }
+        }
     }
 }
 
@@ -40,6 +90,7 @@ struct VectorFile {
     keys: Vec<VectorKey>,
     valid: Vec<ValidVector>,
     sealed: Vec<SealedVector>,
+    single_use: Vec<SingleUseVector>,
     accepted: Vec<AcceptedVector>,
     invalid: Vec<InvalidVector>,
     mint_invalid: Vec<MintInvalidVector>,
@@ -114,6 +165,41 @@ struct ValidVector {
     policy: Option<VectorPolicy>,
 }
 
+/// A single-use state token (FORMAT.md §5.1, kind 2) minted under its key
+/// as the only, primary key at `now`, the random source handing out
+/// `token_id` and then (XChaCha20-Poly1305) `random`. Consuming it at `now`
+/// with an empty store succeeds with these claims and records
+/// `spent_record` until `record_until`; consuming it again is `replayed`;
+/// verifying it (not consuming) is `single_use`.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct SingleUseVector {
+    name: String,
+    key_id: u32,
+    tool: String,
+    step: String,
+    state_cbor: String,
+    state_json: serde_json::Value,
+    ttl: u64,
+    context: String,
+    now: u64,
+    /// The 16 bytes of token id the random source handed out first, hex.
+    token_id: String,
+    /// The 24 bytes that hedged the nonce (FORMAT.md §4.2's `r`), drawn after
+    /// the token id, hex; empty for HMAC.
+    random: String,
+    nonce: String,
+    issued_at: u64,
+    expires_at: u64,
+    token: String,
+    token_chars: usize,
+    /// The record's name (FORMAT.md §5.1, without a deployment prefix).
+    spent_record: String,
+    /// `expires_at + clock_leeway`, saturating: how long the record is kept.
+    record_until: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<VectorPolicy>,
+}
+
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 struct SealedVector {
     name: String,
@@ -131,7 +217,9 @@ struct SealedVector {
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 struct InvalidVector {
     name: String,
-    /// "verify" (with `tool`, `context` and, if set, `expected_step`) or "unseal" (with `context` as aad).
+    /// "verify" (with `tool`, `context` and, if set, `expected_step`),
+    /// "consume" (as verify, with a store holding `spent`) or "unseal" (with
+    /// `context` as aad).
     operation: String,
     token: String,
     tool: String,
@@ -146,6 +234,10 @@ struct InvalidVector {
     /// state is not decoded; "uint", an unsigned integer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     decode_as: Option<String>,
+    /// consume: the records (FORMAT.md §5.1 names) the store holds, live,
+    /// before the call. A refused consume leaves the store as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    spent: Vec<String>,
     expect_fail: String,
 }
 
@@ -154,7 +246,7 @@ struct InvalidVector {
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 struct AcceptedVector {
     name: String,
-    /// "verify" or "unseal", as for invalid vectors.
+    /// "verify", "consume" or "unseal", as for invalid vectors.
     operation: String,
     token: String,
     tool: String,
@@ -178,6 +270,18 @@ struct AcceptedVector {
     /// unseal: the payload, hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     payload: Option<String>,
+    /// consume: the key id of the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key_id: Option<u32>,
+    /// consume: the records the store holds before the call (none of them
+    /// this token's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    spent: Vec<String>,
+    /// consume: the record the call adds, and until when it is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spent_record: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    record_until: Option<u64>,
 }
 
 /// A mint (or seal) that must be refused: the inputs and the reason.
@@ -201,7 +305,15 @@ struct MintInvalidVector {
     random: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<VectorPolicy>,
+    /// mint: a single-use token (FORMAT.md §5.1), whose 16-byte token id is
+    /// drawn from the random source after the state is checked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    single_use: bool,
     expect_fail: String,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 // ---- Definitions.
@@ -270,7 +382,7 @@ fn verification_keyring(keys: &[VectorKey]) -> Keyring {
 fn minting_codec(keys: &[VectorKey], id: u32, now: u64, nonce: &[u8], policy: Policy) -> Codec {
     let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
     let keyring = Keyring::new([spec_of(k, KeyStatus::Primary)]).expect("one-key keyring");
-    Codec::with_parts(keyring, policy, FixedClock(now), FixedNonce(nonce.to_vec()))
+    Codec::with_parts(keyring, policy, FixedClock(now), Scripted::new(nonce))
 }
 
 /// A vector's policy, or the default one.
@@ -302,7 +414,7 @@ fn verifying_codec_with(keys: &[VectorKey], now: u64, policy: Option<VectorPolic
         verification_keyring(keys),
         policy_of(policy),
         FixedClock(now),
-        FixedNonce(vec![]),
+        Scripted::new(&[]),
     )
 }
 
@@ -389,6 +501,71 @@ fn mint_vector_at(
     }
 }
 
+/// A single-use token id for the vectors: every byte value class that a hex
+/// encoder can get wrong (leading zero nibbles, letters) appears.
+fn token_id_for(seed: u8) -> [u8; 16] {
+    let mut id = [
+        0x00, 0x0a, 0xf0, 0xff, 0x10, 0x7f, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    for (i, b) in id.iter_mut().enumerate().skip(8) {
+        *b = (i as u8)
+            .wrapping_mul(37)
+            .wrapping_add(seed.wrapping_mul(11));
+    }
+    id[0] = seed;
+    id
+}
+
+/// Mints a single-use vector (FORMAT.md §5.1) with a scripted random source.
+#[allow(clippy::too_many_arguments)]
+fn single_use_vector(
+    keys: &[VectorKey],
+    name: &str,
+    key_id: u32,
+    tool: &str,
+    step: &str,
+    state_json: serde_json::Value,
+    ttl: u64,
+    context: &[u8],
+    id_seed: u8,
+    seed: u8,
+    now: u64,
+    policy: Option<VectorPolicy>,
+) -> SingleUseVector {
+    let token_id = token_id_for(id_seed);
+    let random = random_for(keys, key_id, seed);
+    let script = [&token_id[..], &random[..]].concat();
+    let codec = minting_codec(keys, key_id, now, &script, policy_of(policy));
+    let state: ciborium::Value = serde_json::from_value(state_json.clone()).expect("state");
+    let mut state_cbor = Vec::new();
+    ciborium::into_writer(&state, &mut state_cbor).expect("cbor");
+    let minted = codec
+        .mint_single_use(bind(tool, context), step, &state, Duration::from_secs(ttl))
+        .expect("single-use vector mints");
+    let leeway = policy.unwrap_or_else(default_vector_policy).clock_leeway;
+    SingleUseVector {
+        name: name.into(),
+        key_id,
+        tool: tool.into(),
+        step: step.into(),
+        state_cbor: hex::encode(state_cbor),
+        state_json,
+        ttl,
+        context: hex::encode(context),
+        now,
+        token_id: hex::encode(token_id),
+        random: hex::encode(&random),
+        nonce: nonce_in(&minted.token),
+        issued_at: minted.issued_at,
+        expires_at: minted.expires_at,
+        token_chars: minted.token.len(),
+        token: minted.token,
+        spent_record: record_name(key_id, &token_id),
+        record_until: minted.expires_at.saturating_add(leeway),
+        policy,
+    }
+}
+
 fn flip_bit(token: &str, byte: usize, mask: u8) -> String {
     use base64::Engine as _;
     let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -408,6 +585,7 @@ fn invalid(v: &ValidVector, name: &str, token: String, expect_fail: &str) -> Inv
         now: v.now,
         policy: v.policy,
         decode_as: None,
+        spent: Vec::new(),
         expect_fail: expect_fail.into(),
     }
 }
@@ -579,6 +757,83 @@ fn generate() -> VectorFile {
         }
     })
     .collect::<Vec<_>>();
+
+    // Single-use tokens (FORMAT.md §5.1): minted with a scripted token id.
+    let su = |name: &str, key_id: u32, id_seed: u8, seed: u8| {
+        single_use_vector(
+            &keys,
+            name,
+            key_id,
+            "increase-counter",
+            "confirm",
+            reference.clone(),
+            600,
+            REFERENCE_CONTEXT,
+            id_seed,
+            seed,
+            NOW,
+            None,
+        )
+    };
+    let mut single_use = vec![
+        su("hmac single-use reference claims", 1, 0, 0),
+        su("xchacha single-use reference claims", 2, 1, 10),
+        su(
+            "hmac single-use, same claims, another token id: another token",
+            1,
+            6,
+            0,
+        ),
+        su(
+            "xchacha single-use, same claims and r, another token id: another token",
+            2,
+            5,
+            10,
+        ),
+        su(
+            "hmac single-use under key id 2^32 - 1 (the record name's key id is decimal)",
+            u32::MAX,
+            2,
+            0,
+        ),
+    ];
+    single_use.push(single_use_vector(
+        &keys,
+        "hmac single-use at the end of the clock: record_until saturates at 2^64 - 1",
+        1,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        1,
+        REFERENCE_CONTEXT,
+        3,
+        0,
+        u64::MAX - 1,
+        None,
+    ));
+    single_use.push(single_use_vector(
+        &keys,
+        "hmac single-use token of exactly max_token_len characters (100)",
+        1,
+        "increase-counter",
+        "confirm",
+        reference.clone(),
+        600,
+        REFERENCE_CONTEXT,
+        4,
+        0,
+        NOW,
+        Some(VectorPolicy {
+            max_token_len: 100,
+            ..default_vector_policy()
+        }),
+    ));
+    assert_eq!(single_use.last().expect("vector").token_chars, 100);
+    assert_eq!(
+        single_use[0].token_chars,
+        valid[0].token_chars + 24,
+        "§5.1: a token id costs 24 characters"
+    );
 
     let hmac = &valid[0];
     let xchacha = &valid[1];
@@ -788,9 +1043,9 @@ fn generate() -> VectorFile {
     bad.push(invalid(hmac, "not base64url", "!!!!".into(), "malformed"));
     bad.push(invalid(
         hmac,
-        "reserved token kind 2",
+        "step 6: kind 2 to verify is single_use, before the key and the tag",
         flip_bit(&hmac.token, 0, 0x08),
-        "malformed",
+        "single_use",
     ));
     bad.push(invalid(
         hmac,
@@ -1009,9 +1264,9 @@ fn generate() -> VectorFile {
         "unsupported_version",
     ));
     bad.push(rule(
-        "step 3 order: kind 2, algorithm 0",
+        "step 3: kind 2 is not reserved: kind 2, algorithm 0",
         with_header(0x18),
-        "malformed",
+        "unsupported_algorithm",
     ));
     bad.push(rule(
         "step 3 order: kind 3, algorithm 3",
@@ -1546,6 +1801,10 @@ fn generate() -> VectorFile {
                 step: Some(step.into()),
                 state_cbor: Some(hex::encode(state)),
                 payload: None,
+                key_id: None,
+                spent: Vec::new(),
+                spent_record: None,
+                record_until: None,
             }
         };
     accepted.push(accept_token(
@@ -1735,6 +1994,10 @@ fn generate() -> VectorFile {
             step: None,
             state_cbor: None,
             payload: Some(s.payload.clone()),
+            key_id: None,
+            spent: Vec::new(),
+            spent_record: None,
+            record_until: None,
         });
     }
 
@@ -1752,6 +2015,7 @@ fn generate() -> VectorFile {
         now: NOW,
         random: String::new(),
         policy: None,
+        single_use: false,
         expect_fail: String::new(),
     };
     let small = Some(VectorPolicy {
@@ -1767,7 +2031,7 @@ fn generate() -> VectorFile {
         v
     };
     let ia = "invalid_argument";
-    let mint_invalid = vec![
+    let mut mint_invalid = vec![
         mk("mint refusal 1: empty tool", ia, &|v| {
             v.tool = String::new()
         }),
@@ -1889,6 +2153,16 @@ fn generate() -> VectorFile {
         ),
     ];
 
+    single_use_rules(
+        &keys,
+        &single_use,
+        &valid,
+        &sealed,
+        &mut bad,
+        &mut accepted,
+        &mut mint_invalid,
+    );
+
     let entry = |id: u32, algorithm: &str, status: &str, len: usize| KeyringEntry {
         id,
         algorithm: algorithm.into(),
@@ -1954,12 +2228,26 @@ fn generate() -> VectorFile {
                       state (step 14): absent, the state is not decoded; \"uint\", an unsigned integer \
                       (major type 0). `mint_invalid` are mints (or seals: `payload`, `context` as aad) under \
                       key_id as the only, primary key that must be refused with `expect_fail`; the random \
-                      source hands out `random` and fails when asked for 24 bytes it does not have. \
+                      source hands out the bytes of `random` in order, draw after draw, and fails a draw it \
+                      has not enough bytes left for. \
                       `keyrings` are keyrings to load (FORMAT.md section 1): accepted, or refused with \
-                      `expect_fail`. Names starting with \"§N\", \"step N\" or \"mint refusal N\" pin \
-                      that rule; names containing \"key holder's body\" carry a genuine tag over a body only \
+                      `expect_fail`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
+                      under their key_id as the only, primary key at `now`, the random source handing out \
+                      the 16 bytes of `token_id` first and then (XChaCha20-Poly1305) the 24 bytes of \
+                      `random`; each is consumed at `now` with an empty store, which succeeds with its \
+                      claims and records `spent_record` (FORMAT.md section 5.1's record name, without a \
+                      deployment prefix) until `record_until` (expires_at + clock_leeway, saturating); \
+                      consuming it again is `replayed`, verifying it is `single_use`. Operation \
+                      \"consume\" (in `invalid` and `accepted`) is verify for a single-use token \
+                      followed by step 15, with a store that holds the records named in `spent` (live) \
+                      before the call; an accepted consume reports `key_id` and adds exactly \
+                      `spent_record` until `record_until`; a refused one leaves the store as it was. A \
+                      `mint_invalid` vector with `single_use` true mints a single-use token. Names \
+                      starting with \"§N\", \"step N\" or \"mint refusal N\" pin \
+                      that rule (those of single-use vectors start with \"single-use\" first); names \
+                      containing \"key holder's\" carry a genuine tag over a body only \
                       a key holder could make. Encodings: `secret` is standard base64 with padding; \
-                      `derived_key`, `nonce_key`, `random`, `nonce`, `state_cbor`, `payload`, `aad` and \
+                      `derived_key`, `nonce_key`, `random`, `token_id`, `nonce`, `state_cbor`, `payload`, `aad` and \
                       `context` are hex; tokens are base64url without padding."
             .into(),
         format_version: reqstate::VERSION,
@@ -1971,11 +2259,579 @@ fn generate() -> VectorFile {
         keys,
         valid,
         sealed,
+        single_use,
         accepted,
         invalid: bad,
         mint_invalid,
         keyrings,
     }
+}
+
+/// Both sides of every single-use rule (FORMAT.md §5.1, §8 steps 6, 9 and
+/// 15, and the single-use mint order). Names start with "single-use".
+#[allow(clippy::too_many_arguments)]
+fn single_use_rules(
+    keys: &[VectorKey],
+    single_use: &[SingleUseVector],
+    valid: &[ValidVector],
+    sealed: &[SealedVector],
+    bad: &mut Vec<InvalidVector>,
+    accepted: &mut Vec<AcceptedVector>,
+    mint_invalid: &mut Vec<MintInvalidVector>,
+) {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let enc = |b: &[u8]| b64.encode(b);
+    let leeway = Policy::DEFAULT_CLOCK_LEEWAY;
+    let (hmac, xchacha) = (&valid[0], &valid[1]);
+    let (su_hmac, su_xchacha) = (&single_use[0], &single_use[1]);
+    let op = |operation: &str,
+              v: &SingleUseVector,
+              name: &str,
+              token: String,
+              expect: &str|
+     -> InvalidVector {
+        InvalidVector {
+            name: format!("single-use: {name}"),
+            operation: operation.into(),
+            token,
+            tool: v.tool.clone(),
+            context: v.context.clone(),
+            expected_step: None,
+            now: v.now,
+            policy: v.policy,
+            decode_as: None,
+            spent: Vec::new(),
+            expect_fail: expect.into(),
+        }
+    };
+    let consume = |v: &SingleUseVector, name: &str, token: String, expect: &str| {
+        op("consume", v, name, token, expect)
+    };
+    let pad = |prefix: &[u8], n: usize| {
+        let mut r = prefix.to_vec();
+        r.extend(std::iter::repeat_n(0x5au8, n));
+        enc(&r)
+    };
+
+    // Step 6: verify refuses a single-use token; consume refuses any other.
+    for v in [su_hmac, su_xchacha] {
+        let alg = if v.key_id == 1 { "hmac" } else { "xchacha" };
+        bad.push(op(
+            "verify",
+            v,
+            &format!("step 6: {alg}, a genuine single-use token to verify"),
+            v.token.clone(),
+            "single_use",
+        ));
+        let mut replay = consume(
+            v,
+            &format!("step 15: {alg}, consumed before (its record is in the store)"),
+            v.token.clone(),
+            "replayed",
+        );
+        replay.spent = vec![v.spent_record.clone()];
+        bad.push(replay);
+        // Step 15 comes last: a spent token fails every earlier check first.
+        let mut other_tool = consume(
+            v,
+            &format!("step 8 before 15: {alg}, spent and presented to another tool"),
+            v.token.clone(),
+            "authentication_failed",
+        );
+        other_tool.tool = "delete-everything".into();
+        other_tool.spent = vec![v.spent_record.clone()];
+        bad.push(other_tool);
+        let mut expired = consume(
+            v,
+            &format!("step 12 before 15: {alg}, spent and expired (now = expires_at + leeway)"),
+            v.token.clone(),
+            "expired",
+        );
+        expired.now = v.expires_at + leeway;
+        expired.spent = vec![v.spent_record.clone()];
+        bad.push(expired);
+        let mut early = consume(
+            v,
+            &format!("step 11 before 15: {alg}, spent and issued beyond the leeway"),
+            v.token.clone(),
+            "not_yet_valid",
+        );
+        early.now = v.issued_at - leeway - 1;
+        early.spent = vec![v.spent_record.clone()];
+        bad.push(early);
+        let mut step = consume(
+            v,
+            &format!("step 13 before 15: {alg}, spent and the wrong step"),
+            v.token.clone(),
+            "wrong_step",
+        );
+        step.expected_step = Some("amount".into());
+        step.spent = vec![v.spent_record.clone()];
+        bad.push(step);
+        let last = v.token_chars * 3 / 4 - 1;
+        bad.push(consume(
+            v,
+            &format!("step 8: {alg}, last tag bit flipped"),
+            flip_bit(&v.token, last, 0x01),
+            "authentication_failed",
+        ));
+        bad.push(consume(
+            v,
+            &format!("step 8: {alg}, a token id bit flipped"),
+            flip_bit(&v.token, 8 + 24 * usize::from(v.key_id == 2), 0x01),
+            "authentication_failed",
+        ));
+        bad.push(op(
+            "verify",
+            v,
+            &format!(
+                "step 8: {alg}, kind 2 turned into kind 0 to verify (the kind is authenticated)"
+            ),
+            flip_bit(&v.token, 0, 0x08),
+            "authentication_failed",
+        ));
+        bad.push(consume(
+            v,
+            &format!("step 7: {alg}, algorithm bits swapped"),
+            flip_bit(&v.token, 0, 0x03),
+            "algorithm_mismatch",
+        ));
+        let mut unseal = op(
+            "unseal",
+            v,
+            &format!("step 6: {alg}, a single-use token to unseal"),
+            v.token.clone(),
+            "wrong_kind",
+        );
+        unseal.tool = String::new();
+        bad.push(unseal);
+    }
+    for (v, base) in [(hmac, su_hmac), (xchacha, su_xchacha)] {
+        let alg = if v.key_id == 1 { "hmac" } else { "xchacha" };
+        let mut plain = consume(
+            base,
+            &format!("step 6: {alg}, a state token (kind 0) to consume"),
+            v.token.clone(),
+            "wrong_kind",
+        );
+        plain.context = v.context.clone();
+        bad.push(plain);
+        let mut flipped = consume(
+            base,
+            &format!(
+                "step 8: {alg}, kind 0 turned into kind 2 to consume (the kind is authenticated)"
+            ),
+            flip_bit(&v.token, 0, 0x08),
+            "authentication_failed",
+        );
+        flipped.context = v.context.clone();
+        bad.push(flipped);
+    }
+    let mut sealed_in = consume(
+        su_hmac,
+        "step 6: a sealed payload to consume",
+        sealed[0].token.clone(),
+        "wrong_kind",
+    );
+    sealed_in.context = sealed[0].aad.clone();
+    bad.push(sealed_in);
+    bad.push(consume(
+        su_hmac,
+        "step 6 before 7: a state token under unknown key 5 to consume",
+        pad(&[0x11, 0x05], 16),
+        "wrong_kind",
+    ));
+    bad.push(op(
+        "verify",
+        su_hmac,
+        "step 6 before 7: a single-use token under unknown key 5 to verify",
+        pad(&[0x19, 0x05], 16),
+        "single_use",
+    ));
+    bad.push(consume(
+        su_hmac,
+        "step 7: a single-use token under unknown key 5",
+        pad(&[0x19, 0x05], 16),
+        "unknown_key",
+    ));
+    bad.push(consume(
+        su_hmac,
+        "step 7: a single-use token under retired key 3",
+        pad(&[0x1a, 0x03], 40),
+        "retired_key",
+    ));
+    bad.push(consume(
+        su_hmac,
+        "step 3: reserved kind 3 to consume",
+        pad(&[0x1d, 0x01], 16),
+        "malformed",
+    ));
+    bad.push(consume(
+        su_hmac,
+        "step 5 before 6: a short single-use token to consume",
+        pad(&[0x19, 0x01], 15),
+        "malformed",
+    ));
+    bad.push(op(
+        "verify",
+        su_hmac,
+        "step 5 before 6: a short single-use token to verify",
+        pad(&[0x19, 0x01], 15),
+        "malformed",
+    ));
+    bad.push(consume(
+        su_hmac,
+        "step 2: not base64url",
+        "!!!!".into(),
+        "malformed",
+    ));
+    let mut no_tool = consume(
+        su_hmac,
+        "step 0: empty tool",
+        su_hmac.token.clone(),
+        "invalid_argument",
+    );
+    no_tool.tool = String::new();
+    bad.push(no_tool);
+    let mut one_over = consume(
+        &single_use[6],
+        "step 1: max_token_len + 1 characters (policy 99, token 100)",
+        single_use[6].token.clone(),
+        "too_large",
+    );
+    one_over.policy = Some(VectorPolicy {
+        max_token_len: 99,
+        ..default_vector_policy()
+    });
+    bad.push(one_over);
+
+    // Step 9 for kind 2 (§5.1): bodies only a key holder can make.
+    let st = hex::decode(&su_hmac.state_cbor).expect("hex");
+    let id = token_id_for(0x42);
+    let plain = claims_body(NOW, 600, "confirm", &st);
+    let with_id = |head: &[u8], id: &[u8], rest: &[u8]| [head, id, rest].concat();
+    let su_body = with_id(&[0xa5, 0x00, 0x50], &id, &plain[1..]);
+    let iat = cbor_head(0, NOW);
+    let m = "malformed";
+    let kind2: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("a 4-entry map (no token id)", plain.clone(), m),
+        (
+            "a 6-entry map",
+            {
+                let mut b = su_body.clone();
+                b[0] = 0xa6;
+                b.extend([0x05, 0xf6]);
+                b
+            },
+            m,
+        ),
+        (
+            "a 4-entry map head over 5 entries",
+            {
+                let mut b = su_body.clone();
+                b[0] = 0xa4;
+                b
+            },
+            m,
+        ),
+        (
+            "an indefinite-length map",
+            {
+                let mut b = su_body.clone();
+                b[0] = 0xbf;
+                b.push(0xff);
+                b
+            },
+            m,
+        ),
+        (
+            "a 15-byte token id",
+            with_id(&[0xa5, 0x00, 0x4f], &id[..15], &plain[1..]),
+            m,
+        ),
+        (
+            "a 17-byte token id",
+            with_id(
+                &[0xa5, 0x00, 0x51],
+                &[&id[..], &[0x00]].concat(),
+                &plain[1..],
+            ),
+            m,
+        ),
+        (
+            "a token id as a text string",
+            with_id(&[0xa5, 0x00, 0x70], b"0123456789abcdef", &plain[1..]),
+            m,
+        ),
+        (
+            "a token id as an unsigned integer",
+            [&[0xa5, 0x00, 0x1b][..], &id[..8], &plain[1..]].concat(),
+            m,
+        ),
+        (
+            "the token id last (keys 1, 2, 3, 4, 0)",
+            {
+                let mut b = vec![0xa5];
+                b.extend(&plain[1..]);
+                b.extend([0x00, 0x50]);
+                b.extend(id);
+                b
+            },
+            m,
+        ),
+        (
+            "the token id second (keys 1, 0, 2, 3, 4)",
+            {
+                let mut b = vec![0xa5, 0x01];
+                b.extend(&iat);
+                b.extend([0x00, 0x50]);
+                b.extend(id);
+                b.extend(&plain[2 + iat.len()..]);
+                b
+            },
+            m,
+        ),
+        (
+            "a token id head not in shortest form (58 10)",
+            with_id(&[0xa5, 0x00, 0x58, 0x10], &id, &plain[1..]),
+            m,
+        ),
+        (
+            "key 0 not in shortest form (18 00)",
+            with_id(&[0xa5, 0x18, 0x00, 0x50], &id, &plain[1..]),
+            m,
+        ),
+        (
+            "a token id as an indefinite-length byte string",
+            [&[0xa5, 0x00, 0x5f, 0x50][..], &id[..], &[0xff], &plain[1..]].concat(),
+            m,
+        ),
+        (
+            "key 5 in place of key 0",
+            with_id(&[0xa5, 0x05, 0x50], &id, &plain[1..]),
+            m,
+        ),
+        (
+            "lifetime zero",
+            with_id(
+                &[0xa5, 0x00, 0x50],
+                &id,
+                &claims_body(NOW, 0, "confirm", &st)[1..],
+            ),
+            m,
+        ),
+        (
+            "trailing byte after the state",
+            {
+                let mut b = su_body.clone();
+                b.push(0x00);
+                b
+            },
+            m,
+        ),
+    ];
+    for (key_id, alg, base) in [(1u32, "hmac", su_hmac), (2, "xchacha", su_xchacha)] {
+        for (name, body, reason) in &kind2 {
+            let token = forge_kind(
+                keys,
+                2,
+                key_id,
+                body,
+                base.tool.as_bytes(),
+                REFERENCE_CONTEXT,
+                &random_for(keys, key_id, 7),
+            );
+            bad.push(consume(
+                base,
+                &format!("step 9: {alg}, key holder's kind-2 body: {name}"),
+                token,
+                reason,
+            ));
+        }
+        // §5.1: kind 0 never carries a token id.
+        let token = forge_kind(
+            keys,
+            0,
+            key_id,
+            &su_body,
+            base.tool.as_bytes(),
+            REFERENCE_CONTEXT,
+            &random_for(keys, key_id, 7),
+        );
+        bad.push(op(
+            "verify",
+            base,
+            &format!("step 9: {alg}, key holder's kind-0 body with a token id (a 5-entry map)"),
+            token,
+            m,
+        ));
+    }
+
+    // Accepted consumes.
+    let accept =
+        |v: &SingleUseVector, name: &str, token: &str, token_id: &[u8], now: u64| AcceptedVector {
+            name: format!("single-use: {name}"),
+            operation: "consume".into(),
+            token: token.into(),
+            tool: v.tool.clone(),
+            context: v.context.clone(),
+            expected_step: Some(v.step.clone()),
+            now,
+            policy: v.policy,
+            decode_as: None,
+            issued_at: Some(v.issued_at),
+            expires_at: Some(v.expires_at),
+            step: Some(v.step.clone()),
+            state_cbor: Some(v.state_cbor.clone()),
+            payload: None,
+            key_id: Some(v.key_id),
+            spent: Vec::new(),
+            spent_record: Some(record_name(v.key_id, token_id)),
+            record_until: Some(v.record_until),
+        };
+    for v in [su_hmac, su_xchacha] {
+        let alg = if v.key_id == 1 { "hmac" } else { "xchacha" };
+        let id = hex::decode(&v.token_id).expect("hex");
+        let mut other = accept(
+            v,
+            &format!(
+                "step 15: {alg}, the store holds its token id under another key and another id under its key"
+            ),
+            &v.token,
+            &id,
+            v.now,
+        );
+        let mut other_id = id.clone();
+        other_id[15] ^= 1;
+        other.spent = vec![record_name(200, &id), record_name(v.key_id, &other_id)];
+        accepted.push(other);
+        accepted.push(accept(
+            v,
+            &format!("step 12: {alg}, now = expires_at + leeway - 1"),
+            &v.token,
+            &id,
+            v.expires_at + leeway - 1,
+        ));
+        accepted.push(accept(
+            v,
+            &format!("step 11: {alg}, issued_at = now + leeway"),
+            &v.token,
+            &id,
+            v.issued_at - leeway,
+        ));
+        let zeros = [0u8; 16];
+        let body = with_id(&[0xa5, 0x00, 0x50], &zeros, &plain[1..]);
+        let token = forge_kind(
+            keys,
+            2,
+            v.key_id,
+            &body,
+            v.tool.as_bytes(),
+            REFERENCE_CONTEXT,
+            &random_for(keys, v.key_id, 7),
+        );
+        accepted.push(AcceptedVector {
+            issued_at: Some(NOW),
+            expires_at: Some(NOW + 600),
+            record_until: Some(NOW + 600 + leeway),
+            ..accept(
+                v,
+                &format!("step 9: {alg}, key holder's kind-2 body: a token id of 16 zero bytes"),
+                &token,
+                &zeros,
+                NOW,
+            )
+        });
+    }
+
+    // The single-use mint order (FORMAT.md §8): the token id is drawn after
+    // check 4, under either algorithm.
+    let base = MintInvalidVector {
+        name: String::new(),
+        operation: "mint".into(),
+        key_id: 1,
+        tool: hmac.tool.clone(),
+        step: hmac.step.clone(),
+        state_cbor: hmac.state_cbor.clone(),
+        payload: String::new(),
+        ttl: 600,
+        context: hex::encode(REFERENCE_CONTEXT),
+        now: NOW,
+        random: String::new(),
+        policy: None,
+        single_use: true,
+        expect_fail: String::new(),
+    };
+    let mk = |name: &str, expect: &str, f: &dyn Fn(&mut MintInvalidVector)| {
+        let mut v = base.clone();
+        v.name = format!("single-use mint: {name}");
+        v.expect_fail = expect.into();
+        f(&mut v);
+        v
+    };
+    let deep17 = {
+        let mut b = vec![0x81u8; 17];
+        b.push(0x00);
+        hex::encode(b)
+    };
+    let id16 = hex::encode(token_id_for(9));
+    let ru = "randomness_unavailable";
+    mint_invalid.extend([
+        mk("hmac draws a token id: the random source fails", ru, &|_| {}),
+        mk(
+            "xchacha: the source has the token id but not the 24 bytes of r",
+            ru,
+            &|v| {
+                v.key_id = 2;
+                v.random = id16.clone();
+            },
+        ),
+        mk(
+            "refusal 4 before the token id: hmac, state nested 17 levels, the random source fails",
+            "state_encoding",
+            &|v| v.state_cbor = deep17.clone(),
+        ),
+        mk(
+            "refusal 4 before the token id: xchacha, state nested 17 levels, the random source fails",
+            "state_encoding",
+            &|v| {
+                v.key_id = 2;
+                v.state_cbor = deep17.clone();
+            },
+        ),
+        mk(
+            "refusal 1 before the token id: empty step, the random source fails",
+            "invalid_argument",
+            &|v| v.step = String::new(),
+        ),
+        mk(
+            "refusal 2 before the token id: ttl over max_lifetime, the random source fails",
+            "lifetime_too_long",
+            &|v| v.ttl = Policy::DEFAULT_MAX_LIFETIME + 1,
+        ),
+        mk(
+            "the token id before refusal 6: hmac, the random source fails, max_token_len 64",
+            ru,
+            &|v| {
+                v.policy = Some(VectorPolicy {
+                    max_token_len: 64,
+                    ..default_vector_policy()
+                })
+            },
+        ),
+        mk(
+            "refusal 6: max_token_len + 1 characters (policy 99, token 100)",
+            "too_large",
+            &|v| {
+                v.random = id16.clone();
+                v.policy = Some(VectorPolicy {
+                    max_token_len: 99,
+                    ..default_vector_policy()
+                })
+            },
+        ),
+    ]);
 }
 
 /// The LEB128 encoding of a key id (FORMAT.md §3).
@@ -2039,11 +2895,25 @@ fn forge(
     context: &[u8],
     nonce: &[u8],
 ) -> String {
+    forge_kind(keys, 0, key_id, body, tool, context, nonce)
+}
+
+/// [`forge`] with the header's kind given (2: single-use, FORMAT.md §5.1).
+fn forge_kind(
+    keys: &[VectorKey],
+    kind: u8,
+    key_id: u32,
+    body: &[u8],
+    tool: &[u8],
+    context: &[u8],
+    nonce: &[u8],
+) -> String {
     use base64::Engine as _;
     let k = keys.iter().find(|k| k.id == key_id).expect("key");
     let working = hex::decode(&k.derived_key).expect("hex");
     let algorithm = Algorithm::from_name(&k.algorithm).expect("algorithm");
     let header = 0x10
+        | (kind << 2)
         | if algorithm == Algorithm::HmacSha256 {
             1
         } else {
@@ -2162,6 +3032,150 @@ fn valid_vectors_mint_to_the_same_bytes() {
 }
 
 #[test]
+fn single_use_vectors_mint_to_the_same_bytes() {
+    let file = load();
+    assert!(file.single_use.len() >= 7, "the single_use set shrank");
+    for v in &file.single_use {
+        let token_id = hex::decode(&v.token_id).expect("hex");
+        assert_eq!(token_id.len(), 16, "{}", v.name);
+        let script = Scripted::new(&[token_id, hex::decode(&v.random).expect("hex")].concat());
+        let k = file.keys.iter().find(|k| k.id == v.key_id).expect("key");
+        let keyring = Keyring::new([spec_of(k, KeyStatus::Primary)]).expect("keyring");
+        let codec = Codec::with_parts(keyring, policy_of(v.policy), FixedClock(v.now), script);
+        let state: ciborium::Value =
+            ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..]).expect("cbor");
+        let context = hex::decode(&v.context).expect("hex");
+        let minted = codec
+            .mint_single_use(
+                bind(&v.tool, &context),
+                &v.step,
+                &state,
+                Duration::from_secs(v.ttl),
+            )
+            .expect("mint");
+        assert_eq!(minted.token, v.token, "{}", v.name);
+        assert_eq!(minted.token.len(), v.token_chars, "{}", v.name);
+        assert_eq!(
+            (minted.key_id.get(), minted.issued_at, minted.expires_at),
+            (v.key_id, v.issued_at, v.expires_at),
+            "{}",
+            v.name
+        );
+        // The whole script was drawn: the id, then r.
+        assert!(
+            codec
+                .mint_single_use(
+                    bind(&v.tool, &context),
+                    &v.step,
+                    &state,
+                    Duration::from_secs(v.ttl)
+                )
+                .is_err(),
+            "{}: the script was not used up",
+            v.name
+        );
+    }
+    // Equal claims, another id: another token, under either algorithm.
+    let tokens: std::collections::BTreeSet<_> = file.single_use.iter().map(|v| &v.token).collect();
+    assert_eq!(tokens.len(), file.single_use.len());
+}
+
+#[test]
+fn single_use_vectors_are_consumed_once_and_never_verified() {
+    let file = load();
+    for v in &file.single_use {
+        let context = hex::decode(&v.context).expect("hex");
+        let codec = verifying_codec_with(&file.keys, v.now, v.policy);
+        let expected = || bind(&v.tool, &context).step(&v.step);
+        // Verify (not consume): single_use.
+        let refused = codec
+            .verify::<ciborium::Value>(&v.token, expected())
+            .expect_err("a single-use token verified");
+        assert_eq!(refused.reason(), "single_use", "{}", v.name);
+        // The redemption names the record and its time.
+        let redemption = codec
+            .verify_single_use_raw(&v.token, expected())
+            .unwrap_or_else(|e| panic!("{}: {e}", v.name));
+        assert_eq!(
+            redemption.spent_id().record_name(),
+            v.spent_record,
+            "{}",
+            v.name
+        );
+        assert_eq!(redemption.spent_id().key_id().get(), v.key_id, "{}", v.name);
+        assert_eq!(
+            hex::encode(redemption.spent_id().token_id()),
+            v.token_id,
+            "{}",
+            v.name
+        );
+        assert_eq!(redemption.record_until(), v.record_until, "{}", v.name);
+        // Consumed once through the named store, then replayed.
+        let (first, records) = run_consume(
+            &file,
+            &v.token,
+            &v.tool,
+            &v.context,
+            Some(&v.step),
+            v.now,
+            v.policy,
+            &[],
+        );
+        let got = first.unwrap_or_else(|e| panic!("{}: {e}", v.name));
+        assert_eq!(
+            (got.0, got.1, got.2.as_str(), hex::encode(&got.3), got.4),
+            (
+                v.issued_at,
+                v.expires_at,
+                v.step.as_str(),
+                v.state_cbor.clone(),
+                v.key_id
+            ),
+            "{}",
+            v.name
+        );
+        assert_eq!(
+            records,
+            [(v.spent_record.clone(), v.record_until)].into(),
+            "{}",
+            v.name
+        );
+        let (second, _) = run_consume(
+            &file,
+            &v.token,
+            &v.tool,
+            &v.context,
+            Some(&v.step),
+            v.now,
+            v.policy,
+            std::slice::from_ref(&v.spent_record),
+        );
+        assert_eq!(
+            second.expect_err("replayed").reason(),
+            "replayed",
+            "{}",
+            v.name
+        );
+        // And through the crate's own store, decoding the state.
+        let store = MemoryReplayStore::new(64);
+        let state = codec
+            .consume::<ciborium::Value>(&v.token, expected(), &store)
+            .unwrap_or_else(|e| panic!("{}: {e}", v.name))
+            .state;
+        assert_eq!(
+            serde_json::to_value(&state).expect("json"),
+            v.state_json,
+            "{}",
+            v.name
+        );
+        let again = codec
+            .consume::<ciborium::Value>(&v.token, expected(), &store)
+            .expect_err("replay accepted");
+        assert_eq!(again.reason(), "replayed", "{}", v.name);
+    }
+}
+
+#[test]
 fn valid_vectors_verify_to_their_claims() {
     let file = load();
     for v in &file.valid {
@@ -2272,7 +3286,77 @@ fn run_verify(
     }
 }
 
+/// What a consume gave: (issued_at, expires_at, step, state CBOR, key id),
+/// and the store's records after the call.
+type Consumed = (u64, u64, String, Vec<u8>, u32);
+
+/// Consumes as a vector says, with a store holding `spent`: the outcome and
+/// the records afterwards.
+#[allow(clippy::too_many_arguments)]
+fn run_consume(
+    file: &VectorFile,
+    token: &str,
+    tool: &str,
+    context: &str,
+    expected_step: Option<&str>,
+    now: u64,
+    policy: Option<VectorPolicy>,
+    spent: &[String],
+) -> (
+    Result<Consumed, Failure>,
+    std::collections::BTreeMap<String, u64>,
+) {
+    let codec = verifying_codec_with(&file.keys, now, policy);
+    let context = hex::decode(context).expect("hex");
+    let store = NamedStore::holding(spent);
+    let result = (|| {
+        let binding = Binding::with_context_bytes(tool, &context)
+            .map_err(|e| Failure::at("binding")(e.into()))?;
+        let expected = match expected_step {
+            Some(step) => binding.step(step),
+            None => binding.any_step(),
+        };
+        // The state's exact bytes: the raw half, then the store (what
+        // `Codec::consume` does, without decoding the state).
+        let v = codec
+            .verify_single_use_raw(token, expected)
+            .and_then(|redemption| redemption.redeem(&store))
+            .map_err(|e| Failure::at("consume")(e.into()))?;
+        Ok((v.issued_at, v.expires_at, v.step, v.state, v.key_id.get()))
+    })();
+    (result, store.records())
+}
+
 fn run_invalid(file: &VectorFile, v: &InvalidVector) -> Result<(), Failure> {
+    if v.operation == "consume" {
+        assert!(
+            v.decode_as.is_none(),
+            "{}: consume decodes the state",
+            v.name
+        );
+        let (result, records) = run_consume(
+            file,
+            &v.token,
+            &v.tool,
+            &v.context,
+            v.expected_step.as_deref(),
+            v.now,
+            v.policy,
+            &v.spent,
+        );
+        // A refused consume records nothing (FORMAT.md §8 step 15).
+        let before: std::collections::BTreeMap<String, u64> =
+            v.spent.iter().map(|n| (n.clone(), u64::MAX)).collect();
+        if result.is_err() {
+            assert_eq!(
+                records, before,
+                "{}: a refused consume changed the store",
+                v.name
+            );
+        }
+        return result.map(drop);
+    }
+    assert!(v.spent.is_empty(), "{}: `spent` without consume", v.name);
     run_verify(
         file,
         &v.operation,
@@ -2298,10 +3382,14 @@ fn run_mint(file: &VectorFile, v: &MintInvalidVector) -> Result<String, Failure>
                 ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..]).expect("cbor");
             let binding = Binding::with_context_bytes(&v.tool, &context)
                 .map_err(|e| Failure::at("binding")(e.into()))?;
-            codec
-                .mint(binding, &v.step, &state, Duration::from_secs(v.ttl))
-                .map(|m| m.token)
-                .map_err(|e| Failure::at("mint")(e.into()))
+            let ttl = Duration::from_secs(v.ttl);
+            if v.single_use {
+                codec.mint_single_use(binding, &v.step, &state, ttl)
+            } else {
+                codec.mint(binding, &v.step, &state, ttl)
+            }
+            .map(|m| m.token)
+            .map_err(|e| Failure::at("mint")(e.into()))
         }
         "seal" => {
             let aad = Aad::new(&context).map_err(|e| Failure::at("aad")(e.into()))?;
@@ -2320,7 +3408,7 @@ fn run_mint(file: &VectorFile, v: &MintInvalidVector) -> Result<String, Failure>
 fn argument_stage(operation: &str, tool: &str, context_hex: &str) -> Option<&'static str> {
     let context_len = context_hex.len() / 2;
     match operation {
-        "verify" | "mint"
+        "verify" | "consume" | "mint"
             if tool.is_empty() || tool.len() > MAX_TOOL_LEN || context_len > MAX_CONTEXT_LEN =>
         {
             Some("binding")
@@ -2335,6 +3423,45 @@ fn accepted_vectors_verify() {
     let file = load();
     assert!(file.accepted.len() >= 30, "the accepted set shrank");
     for v in &file.accepted {
+        if v.operation == "consume" {
+            let (result, records) = run_consume(
+                &file,
+                &v.token,
+                &v.tool,
+                &v.context,
+                v.expected_step.as_deref(),
+                v.now,
+                v.policy,
+                &v.spent,
+            );
+            let got = result.unwrap_or_else(|e| panic!("{}: {e}", v.name));
+            assert_eq!(
+                (
+                    Some(got.0),
+                    Some(got.1),
+                    Some(got.2),
+                    Some(hex::encode(&got.3)),
+                    Some(got.4)
+                ),
+                (
+                    v.issued_at,
+                    v.expires_at,
+                    v.step.clone(),
+                    v.state_cbor.clone(),
+                    v.key_id
+                ),
+                "{}",
+                v.name
+            );
+            let mut want: std::collections::BTreeMap<String, u64> =
+                v.spent.iter().map(|n| (n.clone(), u64::MAX)).collect();
+            let record = v.spent_record.clone().expect("spent_record");
+            assert!(!want.contains_key(&record), "{}", v.name);
+            want.insert(record, v.record_until.expect("record_until"));
+            assert_eq!(records, want, "{}: the records after the consume", v.name);
+            continue;
+        }
+        assert!(v.spent.is_empty() && v.spent_record.is_none(), "{}", v.name);
         let got = run_verify(
             &file,
             &v.operation,
@@ -2433,12 +3560,48 @@ fn every_error_name_of_the_spec_is_produced_by_a_vector() {
         "state_encoding",
         "randomness_unavailable",
         "invalid_keyring",
+        "single_use",
+        "replayed",
     ] {
         assert!(
             spec.contains(&format!("`{name}`")),
             "FORMAT.md does not name {name}"
         );
         assert!(seen.contains(name), "no vector produces {name}");
+    }
+    // Named by the spec, produced by no vector, and why; each is tested
+    // where the reason is given.
+    for (name, why) in [
+        (
+            "replay_store_full",
+            "a store's answer, not a property of a token: the vectors' store is a set of \
+             record names that always answers (tests/core_single_use.rs \
+             a_store_that_cannot_record_refuses_the_token_and_leaves_it_unspent; the \
+             MemoryReplayStore's capacity in crates/reqstate/src/single_use.rs)",
+        ),
+        (
+            "replay_store_unavailable",
+            "a store's answer, not a property of a token (tests/core_single_use.rs \
+             a_store_that_cannot_record_refuses_the_token_and_leaves_it_unspent)",
+        ),
+    ] {
+        assert!(
+            spec.contains(&format!("`{name}`")),
+            "FORMAT.md does not name {name}"
+        );
+        assert!(
+            !seen.contains(name),
+            "a vector produces {name}: list it above"
+        );
+        println!("{name}: no vector: {why}");
+    }
+    // Every refusal the core names is produced by a vector or listed above.
+    for name in reqstate::Refusal::REASONS {
+        assert!(
+            seen.contains(name)
+                || ["replay_store_full", "replay_store_unavailable"].contains(&name),
+            "the core refuses with {name}, which no vector produces"
+        );
     }
 }
 
@@ -2547,6 +3710,24 @@ fn every_valid_vector_with_any_one_byte_changed_is_rejected() {
             checked += 1;
         }
     }
+    for v in &file.single_use {
+        let codec = verifying_codec_with(&file.keys, v.now, v.policy);
+        let context = hex::decode(&v.context).expect("hex");
+        let raw = engine.decode(&v.token).expect("valid");
+        for i in 0..raw.len() {
+            let mut changed = raw.clone();
+            changed[i] = changed[i].wrapping_add(1);
+            let token = engine.encode(&changed);
+            assert!(
+                codec
+                    .verify_single_use_raw(&token, bind(&v.tool, &context))
+                    .is_err(),
+                "{}: byte {i} changed and still accepted",
+                v.name
+            );
+            checked += 1;
+        }
+    }
     assert!(checked > 200);
 }
 
@@ -2593,6 +3774,16 @@ fn xchacha_nonces_are_hedged_as_the_spec_says() {
                 hex::decode(&v.context).expect("hex"),
             )
         })
+        .chain(file.single_use.iter().map(|v| {
+            (
+                v.key_id,
+                &v.random,
+                &v.nonce,
+                &v.token,
+                v.tool.as_bytes().to_vec(),
+                hex::decode(&v.context).expect("hex"),
+            )
+        }))
         .chain(file.sealed.iter().map(|s| {
             (
                 s.key_id,

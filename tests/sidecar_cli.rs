@@ -460,6 +460,7 @@ async fn serve_dev_prints_a_grpcurl_example_and_serves() -> TestResult {
             state_value: None,
             ttl_seconds: 0,
             context: Vec::new(),
+            single_use: false,
         })
         .await?
         .into_inner();
@@ -476,6 +477,7 @@ async fn serve_dev_prints_a_grpcurl_example_and_serves() -> TestResult {
             tool: "demo".into(),
             expected_step: Some("confirm".into()),
             context: Vec::new(),
+            consume: false,
         })
         .await?
         .into_inner();
@@ -572,6 +574,7 @@ async fn serve_reads_every_setting_from_reqstate_environment_variables() -> Test
         state_value: None,
         ttl_seconds: 0,
         context: Vec::new(),
+        single_use: false,
     };
     // REQSTATE_AUTH_TOKEN_FILE was read.
     let status = client

@@ -26,6 +26,7 @@ async fn still_serves(client: &mut RequestStateClient<Channel>) -> TestResult {
             state_value: Some(pb::mint_request::StateValue::StateJson("1".into())),
             ttl_seconds: 60,
             context: Vec::new(),
+            single_use: false,
         })
         .await?
         .into_inner();
@@ -35,6 +36,7 @@ async fn still_serves(client: &mut RequestStateClient<Channel>) -> TestResult {
             tool: "t".into(),
             expected_step: None,
             context: Vec::new(),
+            consume: false,
         })
         .await?
         .into_inner();
@@ -102,6 +104,7 @@ async fn hostile_connections_do_not_stop_the_sidecar() -> TestResult {
                     state_value: Some(pb::mint_request::StateValue::StateJson("1".into())),
                     ttl_seconds: 60,
                     context: Vec::new(),
+                    single_use: false,
                 };
                 1000
             ],
@@ -120,6 +123,7 @@ async fn hostile_connections_do_not_stop_the_sidecar() -> TestResult {
             tool: "t".into(),
             expected_step: None,
             context: Vec::new(),
+            consume: false,
         })
         .await;
     let status = huge.expect_err("a 32 MiB request must be refused");

@@ -328,6 +328,7 @@ async fn health_stays_open_but_bounded_and_watch_streams_end_at_the_call_deadlin
                 state_value: None,
                 ttl_seconds: 60,
                 context: Vec::new(),
+                single_use: false,
             },
             TOKEN,
         )?)

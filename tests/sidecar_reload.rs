@@ -82,6 +82,7 @@ async fn keep_minting_and_verifying(
                 state_value: Some(pb::mint_request::StateValue::StateJson(i.to_string())),
                 ttl_seconds: 3,
                 context: Vec::new(),
+                single_use: false,
             })
             .await
         {
@@ -108,6 +109,7 @@ async fn keep_minting_and_verifying(
                     tool: "rotate".into(),
                     expected_step: Some("s".into()),
                     context: Vec::new(),
+                    consume: false,
                 })
                 .await;
             match verified {
@@ -153,6 +155,7 @@ async fn rotation_under_load_never_rejects_a_valid_token() -> TestResult {
             state_value: None,
             ttl_seconds: 600,
             context: Vec::new(),
+            single_use: false,
         })
         .await?
         .into_inner();
@@ -229,6 +232,7 @@ async fn rotation_under_load_never_rejects_a_valid_token() -> TestResult {
             tool: "rotate".into(),
             expected_step: None,
             context: Vec::new(),
+            consume: false,
         })
         .await?
         .into_inner();
@@ -247,6 +251,7 @@ async fn malformed_keyring_on_reload_keeps_serving_the_old_keys() -> TestResult 
             state_value: None,
             ttl_seconds: 60,
             context: Vec::new(),
+            single_use: false,
         })
         .await?
         .into_inner();
@@ -293,6 +298,7 @@ async fn malformed_keyring_on_reload_keeps_serving_the_old_keys() -> TestResult 
             tool: "t".into(),
             expected_step: None,
             context: Vec::new(),
+            consume: false,
         })
         .await?
         .into_inner();

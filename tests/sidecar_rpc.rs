@@ -29,6 +29,7 @@ fn mint_json(tool: &str, step: &str, json: &str) -> pb::MintRequest {
         state_value: Some(pb::mint_request::StateValue::StateJson(json.into())),
         ttl_seconds: 300,
         context: b"user-42".to_vec(),
+        single_use: false,
     }
 }
 
@@ -38,6 +39,7 @@ fn verify_request(token: &str, tool: &str, step: Option<&str>) -> pb::VerifyRequ
         tool: tool.into(),
         expected_step: step.map(Into::into),
         context: b"user-42".to_vec(),
+        consume: false,
     }
 }
 
@@ -80,6 +82,7 @@ async fn exercise_every_rpc(client: &mut RequestStateClient<Channel>) -> TestRes
                 state_value: Some(pb::mint_request::StateValue::State(vec![0, 255, 7])),
                 ttl_seconds: 0,
                 context: b"user-42".to_vec(),
+                single_use: false,
             },
             TOKEN,
         )?)

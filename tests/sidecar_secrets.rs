@@ -52,6 +52,7 @@ async fn debug_logs_and_metrics_never_contain_secrets_or_tokens() -> TestResult 
                 ))),
                 ttl_seconds: 600,
                 context: CONTEXT_MARKER.to_vec(),
+                single_use: false,
             },
             BEARER,
         )?)
@@ -65,6 +66,7 @@ async fn debug_logs_and_metrics_never_contain_secrets_or_tokens() -> TestResult 
                 tool: "increase-counter".into(),
                 expected_step: Some("confirm".into()),
                 context: CONTEXT_MARKER.to_vec(),
+                consume: false,
             },
             BEARER,
         )?)
@@ -80,6 +82,7 @@ async fn debug_logs_and_metrics_never_contain_secrets_or_tokens() -> TestResult 
                 tool: "increase-counter".into(),
                 expected_step: None,
                 context: CONTEXT_MARKER.to_vec(),
+                consume: false,
             },
             BEARER,
         )?)

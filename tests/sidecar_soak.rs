@@ -84,6 +84,7 @@ async fn verify(client: &mut RequestStateClient<Channel>, token: String) -> Resu
             tool: TOOL.into(),
             expected_step: Some("s".into()),
             context: b"soak-context".to_vec(),
+            consume: false,
         })
         .await
         .map_err(|e| format!("verify call failed: {e}"))?
@@ -117,6 +118,7 @@ async fn client_loop(
                 ))),
                 ttl_seconds: 120,
                 context: b"soak-context".to_vec(),
+                single_use: false,
             })
             .await
         {
@@ -280,6 +282,7 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
             state_value: Some(pb::mint_request::StateValue::StateJson("1".into())),
             ttl_seconds: 60,
             context: Vec::new(),
+            single_use: false,
         })
         .await?
         .into_inner();
@@ -304,6 +307,7 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
             tool: TOOL.into(),
             expected_step: None,
             context: Vec::new(),
+            consume: false,
         })
         .await?
         .into_inner();

@@ -8,6 +8,9 @@
 #   test/cross.test.js     Rust CLI x sidecar x this package, every pair, both algorithms
 #   test/property.test.js  fast-check: TypeScript mint -> Rust verify and back
 #   test/api.test.js       keyrings, policy, rotation, reasons, the MCP SDK drop-in, the CLI
+#   test/singleuse.test.js single-use tokens: memory store, store failures, Rust CLI x this
+#                          package, the Redis store against a redis-server it starts (needs
+#                          /usr/bin/redis-server: scripts/test.sh installs it)
 #   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the seed's Worker in workerd, SDK v2 client over HTTP
 #   examples/node-whoami   the seed's whoami handler on plain Node
 # Does not build Rust: the binary comes from $REQSTATE_BIN, default

@@ -25,6 +25,7 @@ use reqstate_proto::v1::request_state_server::RequestState;
 use reqstate_sidecar::config::Limits;
 use reqstate_sidecar::metrics::Metrics;
 use reqstate_sidecar::live_keyring;
+use reqstate_sidecar::replay::{Replay, ReplayStoreConfig};
 use reqstate_sidecar::service::RequestStateService;
 use tonic::Request;
 
@@ -49,7 +50,19 @@ fn fixture() -> &'static Fixture {
         };
         let metrics = Arc::new(Metrics::new().expect("metrics register"));
         Fixture {
-            service: RequestStateService::new(shared, limits, metrics),
+            // Single-use tokens are consumed into the in-process store.
+            service: RequestStateService::new(
+                shared,
+                Arc::new(
+                    Replay::new(
+                        &ReplayStoreConfig::Memory { capacity: 1 << 16 },
+                        metrics.clone(),
+                    )
+                    .expect("memory replay store"),
+                ),
+                limits,
+                metrics,
+            ),
             runtime: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .expect("a current-thread runtime"),
@@ -80,13 +93,23 @@ fn check_minted(f: &Fixture, request: &pb::MintRequest, minted: &pb::MintRespons
         tool: request.tool.clone(),
         expected_step: Some(request.step.clone()),
         context: request.context.clone(),
+        // A single-use token is verified by consuming it.
+        consume: request.single_use,
     };
     let response = f
         .runtime
-        .block_on(f.service.verify(Request::new(verify)))
+        .block_on(f.service.verify(Request::new(verify.clone())))
         .unwrap_or_else(|s| panic!("verifying a minted token: {s:?}"))
         .into_inner();
     assert!(response.valid, "a minted token does not verify: {response:?}");
+    if request.single_use {
+        let again = f
+            .runtime
+            .block_on(f.service.verify(Request::new(verify)))
+            .unwrap_or_else(|s| panic!("consuming a minted token twice: {s:?}"))
+            .into_inner();
+        assert_eq!(again.reason, pb::Reason::Replayed as i32, "consumed twice: {again:?}");
+    }
     assert_eq!(response.step, request.step);
     assert_eq!((response.issued_at, response.expires_at), (minted.issued_at, minted.expires_at));
     use pb::mint_request::StateValue as In;

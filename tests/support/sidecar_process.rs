@@ -109,6 +109,8 @@ pub struct SidecarOptions {
     /// Write the keyring at `keyring_path` instead of `<dir>/keyring.toml`
     /// (the directory is created by the caller's `prepare`).
     pub prepare: Option<Box<PrepareKeyring>>,
+    /// Environment variables for the sidecar process.
+    pub env: Vec<(String, String)>,
 }
 
 impl SidecarOptions {
@@ -118,7 +120,13 @@ impl SidecarOptions {
             extra_args: Vec::new(),
             auth_token: None,
             prepare: None,
+            env: Vec::new(),
         }
+    }
+
+    pub fn env(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
     }
 
     pub fn auth_token(mut self, token: &str) -> Self {
@@ -169,6 +177,7 @@ impl Sidecar {
             .arg("--reload-debounce-ms")
             .arg("50")
             .args(&options.extra_args)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .env("REQSTATE_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -3,7 +3,12 @@
 Written from docs/FORMAT.md and tests/vectors/v1.json alone (no Rust source was
 read), to check that the specification is enough to build a compatible
 verifier and minter; every kind of vector in the file (valid, sealed,
-accepted, invalid, mint_invalid, keyrings) is run. tests/vectors/mutation/
+single_use, accepted, invalid, mint_invalid, keyrings) is run, including the
+single-use tokens of FORMAT.md §5.1 and the "consume" operation (§8 step 15)
+with an in-memory spent-token store. (The single-use parts were written from
+FORMAT.md §5.1 and §8 by a session that had also read the Rust core's
+single-use change; their independence rests on the spec text, the mutants
+and the vectors rather than on not having seen the code.) tests/vectors/mutation/
 breaks its rules one at a time to check that the vectors pin them. Run with:
 
     python -m pytest -q tests/vectors/verify_v1.py
@@ -193,6 +198,8 @@ def b64url_decode_strict(text: str) -> bytes:
 
 KIND_STATE = 0
 KIND_SEALED = 1
+KIND_SINGLE_USE = 2
+TOKEN_ID_LEN = 16
 
 
 def leb128_encode(n: int) -> bytes:
@@ -425,16 +432,26 @@ class Claims:
     lifetime: int
     step: str
     state: bytes  # the state item's CBOR bytes, as minted
+    token_id: Optional[bytes] = None  # §5.1, single-use tokens only
 
     @property
     def expires_at(self) -> int:
         return self.issued_at + self.lifetime
 
 
-def parse_claims(body: bytes) -> Claims:
-    """`A4 01 <uint> 02 <uint> 03 <text> 04 <item>`, deterministic, strict.
+def parse_claims(body: bytes, single_use: bool = False) -> Claims:
+    """`A4 01 <uint> 02 <uint> 03 <text> 04 <item>`, deterministic, strict;
+    for a single-use token (§5.1) `A5 00 50 <16 bytes> 01 … 04 <item>`.
     Raises malformed (§8 step 9)."""
     try:
+        token_id = None
+        if single_use:
+            # §5.1: key 0 first, a byte string of exactly 16 bytes, shortest
+            # heads; the rest is §5's envelope under a map of five.
+            if body[:3] != b"\xa5\x00\x50" or len(body) < 3 + TOKEN_ID_LEN:
+                raise CborError("not A5 00 50 <16 bytes>")
+            token_id = body[3 : 3 + TOKEN_ID_LEN]
+            body = b"\xa4" + body[3 + TOKEN_ID_LEN :]
         if body[:2] != b"\xa4\x01":
             raise CborError("not A4 01")
         issued_at, pos = _read_shortest_uint(body, 2, 0)
@@ -454,7 +471,7 @@ def parse_claims(body: bytes) -> Claims:
         end, _ = cbor_well_formed(body, state_start)
         if end != len(body):
             raise CborError("trailing bytes after the state item")
-        return Claims(issued_at, lifetime, step, body[state_start:end])
+        return Claims(issued_at, lifetime, step, body[state_start:end], token_id)
     except (CborError, UnicodeDecodeError) as e:
         raise fail("malformed", f"claims envelope: {e}") from None
 
@@ -493,7 +510,7 @@ def _open_token(token: str, kind_wanted: int, tool: bytes, context: bytes, keyri
     version, kind, alg = h >> 4, (h >> 2) & 0x3, h & 0x3
     if version != 1:
         raise fail("unsupported_version")
-    if kind in (2, 3):
+    if kind == 3:
         raise fail("malformed", "reserved kind")
     if alg not in (ALG_HMAC, ALG_XCHACHA):
         raise fail("unsupported_algorithm")
@@ -506,6 +523,8 @@ def _open_token(token: str, kind_wanted: int, tool: bytes, context: bytes, keyri
         raise fail("malformed", "too short")
     # 6. kind
     if kind != kind_wanted:
+        if kind_wanted == KIND_STATE and kind == KIND_SINGLE_USE:
+            raise fail("single_use", "a single-use token is consumed, not verified")
         raise fail("wrong_kind")
     # 7. key
     key = keyring.get(key_id)
@@ -539,15 +558,18 @@ def verify(
     policy: Policy = Policy(),
     expected_step: Optional[str] = None,
     decode_state: Optional[Callable[[bytes], object]] = None,
+    single_use: bool = False,
 ) -> Claims:
+    """Steps 0-14; `single_use` asks for a single-use token (consume's steps
+    0-14, §8 step 6)."""
     # 0. the caller's own arguments
     if not 1 <= len(tool) <= 256:
         raise fail("invalid_argument", "tool must be 1 to 256 bytes")
     if len(context) > 65536:
         raise fail("invalid_argument", "context over 65536 bytes")
-    body = _open_token(token, KIND_STATE, tool, context, keyring, policy)
+    body = _open_token(token, KIND_SINGLE_USE if single_use else KIND_STATE, tool, context, keyring, policy)
     # 9.
-    claims = parse_claims(body)
+    claims = parse_claims(body, single_use)
     # 10.
     if claims.lifetime == 0 or claims.issued_at + claims.lifetime > U64_MAX:
         raise fail("malformed", "lifetime zero or expiry overflows")
@@ -569,6 +591,46 @@ def verify(
         except Exception:
             raise fail("state_decoding") from None
     return claims
+
+
+def spent_record_name(key_id: int, token_id: bytes) -> str:
+    """§5.1: the record's name (without a deployment prefix)."""
+    return f"spent:v1:{key_id}:{token_id.hex()}"
+
+
+class SpentStore:
+    """An in-memory spent-token store: record name -> until (unix seconds)."""
+
+    def __init__(self, live: tuple[str, ...] = ()):
+        self.records: dict[str, int] = {name: U64_MAX for name in live}
+
+    def insert_if_absent(self, name: str, until: int, now: int) -> bool:
+        held = self.records.get(name)
+        if held is not None and held > now:
+            return False
+        self.records[name] = until
+        return True
+
+
+def consume(
+    token: str,
+    tool: bytes,
+    context: bytes,
+    now: int,
+    keyring: Keyring,
+    store: SpentStore,
+    policy: Policy = Policy(),
+    expected_step: Optional[str] = None,
+    decode_state: Optional[Callable[[bytes], object]] = None,
+) -> tuple[Claims, int]:
+    """Steps 0-15 for a single-use token; returns the claims and the key id."""
+    claims = verify(token, tool, context, now, keyring, policy, expected_step, decode_state, single_use=True)
+    key_id, _ = leb128_decode_key_id(b64url_decode_strict(token), 1)
+    # 15. record (key_id, token_id) until expires_at + leeway, atomically.
+    until = sat_add(claims.expires_at, policy.clock_leeway)
+    if not store.insert_if_absent(spent_record_name(key_id, claims.token_id), until, now):
+        raise fail("replayed")
+    return claims, key_id
 
 
 def unseal(token: str, aad: bytes, keyring: Keyring, policy: Policy = Policy()) -> bytes:
@@ -605,6 +667,7 @@ def mint(
     now: int,
     rng: Callable[[int], bytes],
     policy: Policy = Policy(),
+    single_use: bool = False,
 ) -> str:
     if not 1 <= len(tool) <= 256:
         raise fail("invalid_argument", "tool must be 1 to 256 bytes")
@@ -625,7 +688,20 @@ def mint(
     except CborError as e:
         raise fail("state_encoding", str(e)) from None
     body = encode_claims(now, ttl, step, state_cbor)
+    if single_use:
+        return _mint_single_use(keyring, tool, context, body, rng, policy)
     token = b64url_encode(_wrap(KIND_STATE, keyring.primary, tool, context, body, rng))
+    if len(token) > policy.max_token_len:
+        raise fail("too_large")
+    return token
+
+
+def _mint_single_use(keyring: Keyring, tool: bytes, context: bytes, body: bytes, rng, policy: Policy) -> str:
+    """§5.1: the token id is drawn after the state check (mint check 4) and
+    before r (check 5), under either algorithm; then the size (check 6)."""
+    token_id = rng(TOKEN_ID_LEN)
+    su_body = b"\xa5\x00" + encode_cbor_head(2, len(token_id)) + token_id + body[1:]
+    token = b64url_encode(_wrap(KIND_SINGLE_USE, keyring.primary, tool, context, su_body, rng))
     if len(token) > policy.max_token_len:
         raise fail("too_large")
     return token
@@ -711,6 +787,27 @@ def run_verify(v):
     if v["operation"] == "unseal":
         # §4/§6: the tool of a sealed payload is empty; the vector's `tool` is empty too.
         return unseal(v["token"], context, KEYRING, policy_of(v))
+    if v["operation"] == "consume":
+        # §8 step 15 with a store holding `spent` (live records); a refused
+        # consume must leave it as it was.
+        store = SpentStore(tuple(v.get("spent", ())))
+        before = dict(store.records)
+        try:
+            claims, key_id = consume(
+                v["token"],
+                v["tool"].encode("utf-8"),
+                context,
+                v["now"],
+                KEYRING,
+                store,
+                policy_of(v),
+                expected_step=v.get("expected_step"),
+                decode_state=DECODERS[v.get("decode_as")],
+            )
+        except TokenError:
+            assert store.records == before, "a refused consume changed the store"
+            raise
+        return claims, key_id, before, store.records
     raise AssertionError(f"unknown operation {v['operation']!r}")
 
 
@@ -723,6 +820,11 @@ def test_vector_file_is_version_1_with_the_default_policy():
     assert VECTORS["format_version"] == 1
     assert POLICY == Policy()  # §8 defaults: 8192, 60, 86400
     assert len(VECTORS["valid"]) > 0 and len(VECTORS["sealed"]) > 0 and len(VECTORS["invalid"]) > 0
+    assert len(VECTORS["single_use"]) > 0
+    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings"}
+    assert set(VECTORS) == known, "a section this verifier does not run"
+    operations = {v["operation"] for v in VECTORS["invalid"] + VECTORS["accepted"]}
+    assert operations == {"verify", "consume", "unseal"}
 
 
 @pytest.mark.parametrize("spec", VECTORS["keys"], ids=lambda k: f"key {k['id']}")
@@ -867,6 +969,18 @@ def test_invalid_vectors_fail_with_their_reason(v):
 @pytest.mark.parametrize("v", VECTORS["accepted"], ids=_ids(VECTORS["accepted"]))
 def test_accepted_vectors_verify(v):
     got = run_verify(v)
+    if v["operation"] == "consume":
+        claims, key_id, before, after = got
+        assert (claims.issued_at, claims.expires_at, claims.step, claims.state.hex(), key_id) == (
+            v["issued_at"],
+            v["expires_at"],
+            v["step"],
+            v["state_cbor"],
+            v["key_id"],
+        )
+        assert v["spent_record"] not in before
+        assert after == {**before, v["spent_record"]: v["record_until"]}
+        return
     if v["operation"] == "unseal":
         assert got.hex() == v["payload"]
     else:
@@ -894,12 +1008,60 @@ def test_mint_invalid_vectors_are_refused(v):
                 v["now"],
                 rng,
                 policy_of(v),
+                single_use=v.get("single_use", False),
             )
         elif v["operation"] == "seal":
             seal(keyring, bytes.fromhex(v["payload"]), bytes.fromhex(v["context"]), rng, policy_of(v))
         else:
             raise AssertionError(f"unknown operation {v['operation']!r}")
     assert e.value.reason == v["expect_fail"], str(e.value)
+
+
+@pytest.mark.parametrize("v", VECTORS["single_use"], ids=_ids(VECTORS["single_use"]))
+def test_single_use_vectors_remint_identically(v):
+    """§5.1 / §8 mint order: the token id is drawn first, then (XChaCha) r."""
+    token_id = bytes.fromhex(v["token_id"])
+    assert len(token_id) == TOKEN_ID_LEN
+    rng = fixed_rng(token_id + bytes.fromhex(v["random"]))
+    token = mint(
+        only_primary_keyring(v["key_id"]),
+        v["tool"].encode("utf-8"),
+        bytes.fromhex(v["context"]),
+        v["step"],
+        bytes.fromhex(v["state_cbor"]),
+        v["ttl"],
+        v["now"],
+        rng,
+        policy_of(v),
+        single_use=True,
+    )
+    assert token == v["token"]
+    assert len(token) == v["token_chars"]
+    assert rng.remaining() == 0, "the vector's random bytes were not all drawn"
+    raw = b64url_decode_strict(v["token"])
+    assert (raw[0] >> 2) & 3 == KIND_SINGLE_USE
+
+
+@pytest.mark.parametrize("v", VECTORS["single_use"], ids=_ids(VECTORS["single_use"]))
+def test_single_use_vectors_are_consumed_once_and_never_verified(v):
+    args = (v["token"], v["tool"].encode("utf-8"), bytes.fromhex(v["context"]), v["now"], KEYRING)
+    with pytest.raises(TokenError) as e:
+        verify(*args, policy_of(v), expected_step=v["step"])
+    assert e.value.reason == "single_use"
+    store = SpentStore()
+    claims, key_id = consume(*args, store, policy_of(v), expected_step=v["step"])
+    assert (claims.issued_at, claims.expires_at, claims.step, claims.state.hex(), key_id) == (
+        v["issued_at"],
+        v["expires_at"],
+        v["step"],
+        v["state_cbor"],
+        v["key_id"],
+    )
+    assert claims.token_id.hex() == v["token_id"]
+    assert store.records == {v["spent_record"]: v["record_until"]}
+    with pytest.raises(TokenError) as e:
+        consume(*args, store, policy_of(v), expected_step=v["step"])
+    assert e.value.reason == "replayed"
 
 
 @pytest.mark.parametrize("v", VECTORS["keyrings"], ids=_ids(VECTORS["keyrings"]))

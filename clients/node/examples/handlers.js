@@ -8,6 +8,12 @@
 // arguments), so a token replayed to another tool, by another caller or with
 // changed arguments is refused.
 //
+// The confirmation round of increase-counter commits the increase, so its
+// token is single-use: the retry that confirms is accepted once (the sidecar
+// records the token as spent, across every sidecar sharing its replay
+// store), and replaying it gets InvalidRequestStateError (-32602), so the
+// increase cannot be committed twice.
+//
 // The handlers are SDK-neutral: they take `{ arguments, inputResponses,
 // requestState, principal, method }` and return an MCP result (a
 // `resultType: "input_required"` result or a plain tool result). See
@@ -34,26 +40,35 @@ export class InvalidRequestStateError extends Error {
  */
 
 /**
- * @param {{ client: Client, audience?: string, ttlSeconds?: number }} options
+ * @param {{ client: Client, audience?: string, ttlSeconds?: number, onCommit?: (current: number, amount: number) => void }} options
+ *   `onCommit` is the effect of a confirmed increase (say, writing the new
+ *   value to a database); it runs once per confirmation.
  */
-export function createHandlers({ client, audience = 'counter-server', ttlSeconds = 600 }) {
+export function createHandlers({ client, audience = 'counter-server', ttlSeconds = 600, onCommit }) {
   /** The context the token is bound to: this caller, this server, this method, these arguments. */
   const contextOf = (/** @type {ToolRequest} */ req) =>
     callContext({ principal: req.principal, audience, method: req.method ?? 'tools/call', arguments: req.arguments ?? {} });
 
-  /** @param {string} tool @param {string} step @param {unknown} state @param {ToolRequest} req */
-  async function mintState(tool, step, state, req) {
-    const { token } = await client.mint({ tool, step, stateJson: JSON.stringify(state), ttlSeconds, context: contextOf(req) });
+  /**
+   * A token for the next round; `singleUse` for the round whose retry commits an effect.
+   * @param {string} tool @param {string} step @param {unknown} state @param {ToolRequest} req
+   */
+  async function mintState(tool, step, state, req, singleUse = false) {
+    const { token } = await client.mint({ tool, step, stateJson: JSON.stringify(state), ttlSeconds, context: contextOf(req), singleUse });
     return token;
   }
 
   /**
    * The verified state of the echoed token, or a thrown InvalidRequestStateError.
+   * A single-use token (the sidecar answers REASON_SINGLE_USE from its header
+   * alone) is then consumed: accepted once, REASON_REPLAYED afterwards.
    * @param {string} tool @param {ToolRequest} req
    * @returns {Promise<{ step: string, state: any }>}
    */
   async function verifyState(tool, req) {
-    const verified = await client.verify({ token: String(req.requestState), tool, context: contextOf(req) });
+    const request = { token: String(req.requestState), tool, context: contextOf(req) };
+    let verified = await client.verify(request);
+    if (!verified.valid && verified.reason === 'REASON_SINGLE_USE') verified = await client.verify({ ...request, consume: true });
     if (!verified.valid) throw new InvalidRequestStateError(verified.reason);
     return { step: verified.step, state: JSON.parse(verified.stateJson ?? 'null') };
   }
@@ -89,8 +104,8 @@ export function createHandlers({ client, audience = 'counter-server', ttlSeconds
 
     /**
      * `increase-counter { current }`: round 1 asks the amount, round 2 asks
-     * for confirmation carrying `{ current, amount }` in the state, round 3
-     * returns the new value.
+     * for confirmation carrying `{ current, amount }` in a single-use state,
+     * round 3 commits the increase and returns the new value.
      */
     async 'increase-counter'(/** @type {ToolRequest} */ req) {
       const tool = 'increase-counter';
@@ -114,7 +129,8 @@ export function createHandlers({ client, audience = 'counter-server', ttlSeconds
           inputRequests: {
             confirm: elicit(`Increase the counter from ${state.current} by ${amount}?`, { confirm: { type: 'boolean' } }, ['confirm']),
           },
-          requestState: await mintState(tool, 'confirm', { current: state.current, amount }, req),
+          // Single-use: the retry that answers commits the increase, once.
+          requestState: await mintState(tool, 'confirm', { current: state.current, amount }, req, true),
         };
       }
       if (step === 'confirm') {
@@ -122,6 +138,7 @@ export function createHandlers({ client, audience = 'counter-server', ttlSeconds
           return { content: [{ type: 'text', text: `Cancelled; the counter stays at ${state.current}.` }] };
         }
         const value = state.current + state.amount;
+        onCommit?.(state.current, state.amount);
         return { content: [{ type: 'text', text: `The counter is now ${value}.` }], structuredContent: { value } };
       }
       throw new InvalidRequestStateError('REASON_WRONG_STEP');

@@ -2,7 +2,8 @@
 // examples/handlers.js wired into a real server of the official TypeScript MCP
 // SDK (v2: @modelcontextprotocol/server, protocol revision 2026-07-28, which
 // has `input_required` results). The handlers verify `requestState` through
-// the reqstate sidecar themselves; a token that does not verify is answered
+// the reqstate sidecar themselves; a token that does not verify, or a
+// single-use one already consumed (the confirmation, replayed), is answered
 // with the SDK's own "Invalid or expired requestState" error (-32602).
 import { ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import { createHandlers, InvalidRequestStateError } from './handlers.js';
@@ -22,12 +23,13 @@ const TOOLS = [
 ];
 
 /**
- * @param {{ client: import('@reqstate/client').Client, principalOf?: (ctx: any) => string, audience?: string }} options
+ * @param {{ client: import('@reqstate/client').Client, principalOf?: (ctx: any) => string, audience?: string, onCommit?: (current: number, amount: number) => void }} options
  *   `principalOf` names the caller from the request context (default: the
- *   authenticated client id, else "anonymous").
+ *   authenticated client id, else "anonymous"); `onCommit` is the effect of a
+ *   confirmed increase (see handlers.js).
  */
-export function createMcpServer({ client, principalOf, audience }) {
-  const handlers = /** @type {Record<string, (req: any) => Promise<any>>} */ (createHandlers({ client, audience }));
+export function createMcpServer({ client, principalOf, audience, onCommit }) {
+  const handlers = /** @type {Record<string, (req: any) => Promise<any>>} */ (createHandlers({ client, audience, onCommit }));
   const server = new Server(
     { name: 'counter-server', version: '0.1.0' },
     {

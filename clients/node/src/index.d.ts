@@ -24,7 +24,15 @@ export type Reason =
   | 'REASON_STATE_DECODING'
   | 'REASON_INVALID_ARGUMENT'
   | 'REASON_RANDOMNESS_UNAVAILABLE'
-  | 'REASON_INVALID_KEYRING';
+  | 'REASON_INVALID_KEYRING'
+  /** A single-use token given to `verify` without `consume`: it must be consumed. */
+  | 'REASON_SINGLE_USE'
+  /** The single-use token was already consumed (on any sidecar sharing the replay store). */
+  | 'REASON_REPLAYED'
+  /** The replay store is full of live records: the token was not recorded and is refused. */
+  | 'REASON_REPLAY_STORE_FULL'
+  /** The replay store did not answer (in time): the token was not recorded and is refused. */
+  | 'REASON_REPLAY_STORE_UNAVAILABLE';
 
 export type Algorithm = 'ALGORITHM_UNSPECIFIED' | 'ALGORITHM_HMAC_SHA256' | 'ALGORITHM_XCHACHA20_POLY1305';
 export type KeyStatus = 'KEY_STATUS_UNSPECIFIED' | 'KEY_STATUS_PRIMARY' | 'KEY_STATUS_ACTIVE' | 'KEY_STATUS_RETIRED';
@@ -53,6 +61,12 @@ export interface MintRequest {
   ttlSeconds?: number;
   /** Caller context (see `callContext`); authenticated, not stored. */
   context?: Bytes | string;
+  /**
+   * Mint a single-use token: `verify` refuses it (`REASON_SINGLE_USE`),
+   * `verify({ consume: true })` accepts it once (`REASON_REPLAYED` after).
+   * Mint the round that commits an effect this way. 24 characters longer.
+   */
+  singleUse?: boolean;
 }
 
 export interface MintResult {
@@ -74,6 +88,14 @@ export interface VerifyRequest {
   /** When set, the token must be for this step (REASON_WRONG_STEP otherwise). */
   expectedStep?: string;
   context?: Bytes | string;
+  /**
+   * Consume a single-use token: after every other check passes, the sidecar
+   * records it as spent in its replay store and accepts it only the first
+   * time (`REASON_REPLAYED` afterwards). A token that is not single-use is
+   * `REASON_WRONG_KIND`; a store that cannot record it refuses it
+   * (`REASON_REPLAY_STORE_FULL`, `REASON_REPLAY_STORE_UNAVAILABLE`).
+   */
+  consume?: boolean;
 }
 
 export interface VerifyValid {

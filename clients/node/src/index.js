@@ -97,6 +97,17 @@ function toBytes(value, what) {
   throw new TypeError(`${what} must be a Uint8Array, a Buffer or a string`);
 }
 
+/**
+ * An optional boolean flag: absent is false; anything but a boolean throws
+ * (protobufjs would read the string "false" as true).
+ * @param {unknown} value @param {string} what
+ */
+function flag(value, what) {
+  if (value === undefined || value === null) return false;
+  if (typeof value !== 'boolean') throw new TypeError(`${what} must be a boolean`);
+  return value;
+}
+
 /** @param {import('./index.d.ts').MintRequest} req */
 function mintMessage(req) {
   if (req === null || typeof req !== 'object') throw new TypeError('mint: the request must be an object');
@@ -106,6 +117,7 @@ function mintMessage(req) {
     step: req.step,
     ttlSeconds: req.ttlSeconds ?? 0,
     context: toBytes(req.context, 'context'),
+    singleUse: flag(req.singleUse, 'mint: singleUse'),
   };
   if (req.state !== undefined && req.stateJson !== undefined) {
     throw new TypeError('mint: give either state (bytes) or stateJson (string), not both');
@@ -127,7 +139,12 @@ function mintResult(m) {
 function verifyMessage(req) {
   if (req === null || typeof req !== 'object') throw new TypeError('verify: the request must be an object');
   /** @type {Record<string, unknown>} */
-  const msg = { token: req.token, tool: req.tool, context: toBytes(req.context, 'context') };
+  const msg = {
+    token: req.token,
+    tool: req.tool,
+    context: toBytes(req.context, 'context'),
+    consume: flag(req.consume, 'verify: consume'),
+  };
   if (req.expectedStep !== undefined && req.expectedStep !== null) msg.expectedStep = req.expectedStep;
   return msg;
 }
@@ -215,7 +232,8 @@ export class Client {
   }
 
   /**
-   * Mints one token.
+   * Mints one token; `singleUse: true` mints a token that only a consuming
+   * verify accepts, once.
    * @param {import('./index.d.ts').MintRequest} req
    * @returns {Promise<import('./index.d.ts').MintResult>}
    */
@@ -226,7 +244,12 @@ export class Client {
 
   /**
    * Verifies one token. A token that does not verify resolves with
-   * `{ valid: false, reason }`; only a refused call rejects.
+   * `{ valid: false, reason }`; only a refused call rejects. With
+   * `consume: true` a single-use token is accepted once and recorded as spent
+   * (`REASON_REPLAYED` afterwards; `REASON_WRONG_KIND` for a token that is not
+   * single-use; `REASON_REPLAY_STORE_FULL` / `REASON_REPLAY_STORE_UNAVAILABLE`
+   * when the sidecar's replay store cannot record it). Without it a
+   * single-use token is `REASON_SINGLE_USE`.
    * @param {import('./index.d.ts').VerifyRequest} req
    * @returns {Promise<import('./index.d.ts').VerifyResult>}
    */
@@ -251,7 +274,9 @@ export class Client {
   }
 
   /**
-   * Verifies many tokens; results come back in the order of the items.
+   * Verifies many tokens; results come back in the order of the items. Items
+   * with `consume: true` are consumed as by `verify`: the same single-use
+   * token twice in one batch is accepted at most once.
    * @param {import('./index.d.ts').VerifyRequest[]} items
    * @returns {Promise<import('./index.d.ts').VerifyResult[]>}
    */

@@ -222,8 +222,128 @@ for (const transport of ['unix', 'tcp']) {
         ],
       );
     });
+
+    test('a single-use token: refused by a plain verify, consumed once, then replayed', async () => {
+      const req = { tool: 'redeem', step: 'confirm', stateJson: '{"coupon":7}', context: ctxA };
+      const once = await client.mint({ ...req, singleUse: true });
+      const plain = await client.mint(req);
+      assert.equal(once.token.length, plain.token.length + 24); // the 16-byte token id
+      assert.equal(once.expiresAt - once.issuedAt, 600);
+
+      const verify = { token: once.token, tool: 'redeem', expectedStep: 'confirm', context: ctxA };
+      const peeked = await client.verify(verify);
+      assert.deepEqual(peeked.valid ? 'valid' : peeked.reason, 'REASON_SINGLE_USE');
+      assert.ok(!peeked.valid && peeked.detail);
+      // Refused consumes (another caller, another step, altered) do not spend it.
+      for (const [bad, reason] of /** @type {const} */ ([
+        [{ ...verify, context: ctxB }, 'REASON_AUTHENTICATION_FAILED'],
+        [{ ...verify, expectedStep: 'amount' }, 'REASON_WRONG_STEP'],
+        [{ ...verify, token: tamper(once.token) }, 'REASON_AUTHENTICATION_FAILED'],
+      ])) {
+        const refused = await client.verify({ ...bad, consume: true });
+        assert.equal(refused.valid ? 'valid' : refused.reason, reason);
+      }
+
+      const first = await client.verify({ ...verify, consume: true });
+      assert.ok(first.valid);
+      assert.equal(first.step, 'confirm');
+      assert.equal(first.stateJson, '{"coupon":7}');
+      assert.equal(first.issuedAt, once.issuedAt);
+      assert.equal(first.expiresAt, once.expiresAt);
+
+      const second = await client.verify({ ...verify, consume: true });
+      assert.equal(second.valid ? 'valid' : second.reason, 'REASON_REPLAYED');
+      assert.ok(!second.valid && second.detail);
+      const afterwards = await client.verify(verify);
+      assert.equal(afterwards.valid ? 'valid' : afterwards.reason, 'REASON_SINGLE_USE');
+
+      // consume is for single-use tokens only; the others keep verifying.
+      const wrongKind = await client.verify({ token: plain.token, tool: 'redeem', context: ctxA, consume: true });
+      assert.equal(wrongKind.valid ? 'valid' : wrongKind.reason, 'REASON_WRONG_KIND');
+      assert.ok((await client.verify({ token: plain.token, tool: 'redeem', context: ctxA })).valid);
+      const sealed = await client.seal({ payload: 'p' });
+      const sealedConsumed = await client.verify({ token: sealed.token, tool: 'redeem', consume: true });
+      assert.equal(sealedConsumed.valid ? 'valid' : sealedConsumed.reason, 'REASON_WRONG_KIND');
+      const unsealed = await client.unseal({ token: once.token });
+      assert.equal(unsealed.valid ? 'valid' : unsealed.reason, 'REASON_WRONG_KIND');
+    });
+
+    test('single-use in batches: the same token twice is accepted once', async () => {
+      const minted = await client.mintBatch([
+        { tool: 'redeem', step: 'confirm', state: 'once!', singleUse: true },
+        { tool: 'redeem', step: 'confirm', state: 'often' },
+      ]);
+      const [once, often] = minted.map((m) => (m.ok ? m.token : assert.fail('mint failed')));
+      assert.equal(once.length, often.length + 24);
+      const results = await client.verifyBatch([
+        { token: once, tool: 'redeem', consume: true },
+        { token: once, tool: 'redeem', consume: true },
+        { token: once, tool: 'redeem' },
+        { token: often, tool: 'redeem', consume: true },
+        { token: often, tool: 'redeem' },
+      ]);
+      assert.deepEqual(
+        results.map((r) => (r.valid ? `ok:${r.state?.toString()}` : r.reason)),
+        ['ok:once!', 'REASON_REPLAYED', 'REASON_SINGLE_USE', 'REASON_WRONG_KIND', 'ok:often'],
+      );
+      const { token } = await client.mint({ tool: 'redeem', step: 'confirm', singleUse: true });
+      const many = await client.verifyBatch(Array.from({ length: 16 }, () => ({ token, tool: 'redeem', consume: true })));
+      assert.equal(many.filter((r) => r.valid).length, 1);
+      assert.deepEqual([...new Set(many.filter((r) => !r.valid).map((r) => !r.valid && r.reason))], ['REASON_REPLAYED']);
+    });
+
+    test('singleUse and consume must be booleans', async () => {
+      await assert.rejects(client.mint({ tool: 't', step: 's', singleUse: /** @type {any} */ ('false') }), TypeError);
+      await assert.rejects(client.verify({ token: 'x', tool: 't', consume: /** @type {any} */ (1) }), TypeError);
+      await assert.rejects(client.verifyBatch([{ token: 'x', tool: 't', consume: /** @type {any} */ ('yes') }]), TypeError);
+    });
   });
 }
+
+describe('a replay store that cannot record fails closed', () => {
+  test('--replay-capacity 64: the extra consumes are REASON_REPLAY_STORE_FULL, never accepted', async () => {
+    const full = await Sidecar.start({ args: ['--replay-capacity', '64'] });
+    const client = new Client(full.unixTarget);
+    try {
+      const minted = await client.mintBatch(Array.from({ length: 80 }, () => ({ tool: 'redeem', step: 'confirm', singleUse: true })));
+      const tokens = minted.map((m) => (m.ok ? m.token : assert.fail('mint failed')));
+      const results = await client.verifyBatch(tokens.map((token) => ({ token, tool: 'redeem', consume: true })));
+      const accepted = tokens.filter((_, i) => results[i].valid);
+      const refused = tokens.filter((_, i) => !results[i].valid);
+      assert.deepEqual([...new Set(results.filter((r) => !r.valid).map((r) => !r.valid && r.reason))], ['REASON_REPLAY_STORE_FULL']);
+      assert.ok(accepted.length > 0 && accepted.length <= 64 && refused.length >= 16, `${accepted.length} accepted`);
+      const again = await client.verify({ token: refused[0], tool: 'redeem', consume: true });
+      assert.equal(again.valid ? 'valid' : again.reason, 'REASON_REPLAY_STORE_FULL');
+      const replay = await client.verify({ token: accepted[0], tool: 'redeem', consume: true });
+      assert.equal(replay.valid ? 'valid' : replay.reason, 'REASON_REPLAYED');
+      const { token } = await client.mint({ tool: 't', step: 's' });
+      assert.ok((await client.verify({ token, tool: 't' })).valid);
+    } finally {
+      client.close();
+      await full.stop();
+    }
+  });
+
+  test('an unreachable Redis: consumes are REASON_REPLAY_STORE_UNAVAILABLE, plain verifies work', async () => {
+    const port = await freePort();
+    const cutOff = await Sidecar.start({ args: ['--replay-store', `redis://127.0.0.1:${port}`, '--replay-timeout-ms', '200'] });
+    const client = new Client(cutOff.unixTarget);
+    try {
+      const { token } = await client.mint({ tool: 'redeem', step: 'confirm', singleUse: true });
+      for (let i = 0; i < 2; i++) {
+        const refused = await client.verify({ token, tool: 'redeem', consume: true });
+        assert.equal(refused.valid ? 'valid' : refused.reason, 'REASON_REPLAY_STORE_UNAVAILABLE');
+      }
+      const batch = await client.verifyBatch([{ token, tool: 'redeem', consume: true }, { token, tool: 'redeem', consume: true }]);
+      assert.deepEqual(batch.map((r) => (r.valid ? 'valid' : r.reason)), ['REASON_REPLAY_STORE_UNAVAILABLE', 'REASON_REPLAY_STORE_UNAVAILABLE']);
+      const plain = await client.mint({ tool: 't', step: 's' });
+      assert.ok((await client.verify({ token: plain.token, tool: 't' })).valid);
+    } finally {
+      client.close();
+      await cutOff.stop();
+    }
+  });
+});
 
 test('an expired token is invalid in-band (1 s TTL, no leeway)', async () => {
   const client = new Client(sidecar.unixTarget);

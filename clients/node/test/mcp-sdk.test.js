@@ -28,8 +28,10 @@ after(async () => {
 
 /**
  * A connected SDK client/server pair. `answers` maps an elicitation message
- * prefix to the content the "user" gives.
- * @param {{ autoFulfill?: boolean }} [options]
+ * prefix to the content the "user" gives. `onCommit` observes the increases
+ * the server commits; `sidecarClient` is the reqstate client of the server
+ * (default: the shared one).
+ * @param {{ autoFulfill?: boolean, onCommit?: (current: number, amount: number) => void, sidecarClient?: Client }} [options]
  */
 async function connect(options = {}) {
   /** @type {Error[]} */
@@ -57,7 +59,9 @@ async function connect(options = {}) {
   const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
   // The SDK's serving entry picks the protocol era from the opening exchange
   // (server/discover for 2026-07-28) and builds a server from the factory.
-  const served = await serveStdio(() => createMcpServer({ client: reqstate, principalOf: () => 'user-42' }), {
+  const server = () =>
+    createMcpServer({ client: options.sidecarClient ?? reqstate, principalOf: () => 'user-42', onCommit: options.onCommit });
+  const served = await serveStdio(server, {
     transport: serverTransport,
     legacy: 'reject',
     onerror: (e) => serverErrors.push(e),
@@ -165,5 +169,78 @@ describe('official TypeScript MCP SDK (v2) server and client', () => {
     } finally {
       await close();
     }
+  });
+
+  test('single-use final round: the flow completes once; replaying its retry gets -32602, committed once', async () => {
+    /** @type {Array<[number, number]>} */
+    const commits = [];
+    const onCommit = (/** @type {number} */ current, /** @type {number} */ amount) => void commits.push([current, amount]);
+
+    // The SDK's client drives the whole flow by itself: one commit.
+    const auto = await connect({ onCommit });
+    try {
+      const result = await auto.mcp.callTool({ name: 'increase-counter', arguments: { current: 10 } });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'The counter is now 15.' }]);
+      assert.deepEqual(commits, [[10, 5]]);
+    } finally {
+      await auto.close();
+    }
+
+    // By hand, to hold on to the last round's requestState and replay its retry.
+    const { mcp, close } = await connect({ autoFulfill: false, onCommit });
+    const opts = { allowInputRequired: true };
+    const args = { current: 10 };
+    const amount = { amount: { action: 'accept', content: { amount: 5 } } };
+    const confirm = { confirm: { action: 'accept', content: { confirm: true } } };
+    /** @param {string} requestState */
+    const retry = (requestState) =>
+      mcp.callTool(/** @type {any} */ ({ name: 'increase-counter', arguments: args, inputResponses: confirm, requestState }), opts);
+    const isInvalidState = (/** @type {any} */ err) => {
+      assert.equal(err.code, -32602, String(err));
+      assert.match(String(err.message), /Invalid or expired requestState/);
+      return true;
+    };
+    /** @type {string} */
+    let last;
+    try {
+      const round1 = /** @type {any} */ (await mcp.callTool({ name: 'increase-counter', arguments: args }, opts));
+      const round2 = /** @type {any} */ (
+        await mcp.callTool(/** @type {any} */ ({ name: 'increase-counter', arguments: args, inputResponses: amount, requestState: round1.requestState }), opts)
+      );
+      assert.equal(round2.resultType, 'input_required');
+      last = round2.requestState;
+      // The last round's state is single-use: a plain verify refuses it without spending it.
+      const context = callContext({ principal: 'user-42', audience: 'counter-server', method: 'tools/call', arguments: args });
+      const peeked = await reqstate.verify({ token: last, tool: 'increase-counter', context });
+      assert.equal(peeked.valid ? 'valid' : peeked.reason, 'REASON_SINGLE_USE');
+      const round1State = await reqstate.verify({ token: round1.requestState, tool: 'increase-counter', context });
+      assert.ok(round1State.valid, 'round 1 is not single-use');
+
+      const round3 = /** @type {any} */ (await retry(last));
+      assert.deepEqual(round3.content, [{ type: 'text', text: 'The counter is now 15.' }]);
+      assert.deepEqual(commits, [[10, 5], [10, 5]]);
+
+      // The same requestState with the same inputResponses, again and again.
+      await assert.rejects(retry(last), isInvalidState);
+      await assert.rejects(retry(last), isInvalidState);
+      const spent = await reqstate.verify({ token: last, tool: 'increase-counter', context, consume: true });
+      assert.equal(spent.valid ? 'valid' : spent.reason, 'REASON_REPLAYED');
+    } finally {
+      await close();
+    }
+
+    // Another server replica (its own connection to the sidecar): refused too.
+    const replicaClient = new Client(sidecar.unixTarget, { token: 'mcp-token' });
+    const replica = await connect({ autoFulfill: false, onCommit, sidecarClient: replicaClient });
+    try {
+      await assert.rejects(
+        replica.mcp.callTool(/** @type {any} */ ({ name: 'increase-counter', arguments: args, inputResponses: confirm, requestState: last }), opts),
+        isInvalidState,
+      );
+    } finally {
+      await replica.close();
+      replicaClient.close();
+    }
+    assert.deepEqual(commits, [[10, 5], [10, 5]], 'one commit per completed flow, none for the replays');
   });
 });

@@ -64,7 +64,12 @@ def free_port() -> int:
 class Sidecar:
     """A running sidecar on a Unix socket and loopback TCP."""
 
-    def __init__(self, keys: list[tuple[int, str]] | None = None, auth_token: str | None = AUTH_TOKEN) -> None:
+    def __init__(
+        self,
+        keys: list[tuple[int, str]] | None = None,
+        auth_token: str | None = AUTH_TOKEN,
+        args: list[str] | None = None,
+    ) -> None:
         if not BIN.is_file() or not os.access(BIN, os.X_OK):
             raise RuntimeError(
                 f"no reqstate binary at {BIN}: build it (cargo build --bin reqstate) or set REQSTATE_BIN"
@@ -78,21 +83,22 @@ class Sidecar:
         self.metrics_port = free_port()
         self.auth_token = auth_token
         self.stderr_path = self.dir / "stderr.log"
-        args = [str(BIN), "serve"]
+        argv = [str(BIN), "serve"]
         if auth_token is not None:
             token_file = self.dir / "auth-token"
             write_private(token_file, auth_token + "\n")
-            args += ["--auth-token-file", str(token_file)]
-        args += [
+            argv += ["--auth-token-file", str(token_file)]
+        argv += [
             "--keyring", str(self.keyring),
             "--listen", f"unix:{self.unix}",
             "--listen", f"tcp:127.0.0.1:{self.tcp_port}",
             "--metrics", f"127.0.0.1:{self.metrics_port}",
             "--reload-debounce-ms", "50",
+            *(args or ()),
         ]  # fmt: skip
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
-                args,
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

@@ -193,6 +193,125 @@ def test_mint_batch_and_verify_batch(sidecar: Sidecar, transport: str) -> None:
         assert client.mint_batch([]) == [] and client.verify_batch([]) == []
 
 
+def test_single_use_token_is_consumed_once(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        minted = client.mint("redeem", "confirm", state_json={"coupon": 7}, context=CONTEXT, single_use=True)
+        plain = client.mint("redeem", "confirm", state_json={"coupon": 7}, context=CONTEXT)
+        assert len(minted.token) == len(plain.token) + 24  # the 16-byte token id
+        assert minted.key_id == 1 and minted.expires_at - minted.issued_at == 600
+
+        # A plain verify never accepts it, before or after it is consumed.
+        refused = client.verify(minted.token, "redeem", context=CONTEXT)
+        assert not refused.valid and refused.reason is Reason.SINGLE_USE and refused.reason.code == "single_use"
+        assert refused.detail and refused.state_json is None and refused.step == ""
+        # Refused consumes (another caller, another step, altered) do not spend it.
+        flipped = minted.token[:-3] + ("A" if minted.token[-3] != "A" else "B") + minted.token[-2:]
+        for token, step, context, reason in (
+            (minted.token, None, b"someone else", Reason.AUTHENTICATION_FAILED),
+            (minted.token, "amount", CONTEXT, Reason.WRONG_STEP),
+            (flipped, None, CONTEXT, Reason.AUTHENTICATION_FAILED),
+        ):
+            result = client.verify(token, "redeem", expected_step=step, context=context, consume=True)
+            assert not result.valid and result.reason is reason, result
+
+        first = client.verify(minted.token, "redeem", expected_step="confirm", context=CONTEXT, consume=True)
+        assert first.valid and first.reason is Reason.UNSPECIFIED
+        assert first.step == "confirm" and first.json() == {"coupon": 7}
+        assert (first.issued_at, first.expires_at) == (minted.issued_at, minted.expires_at)
+
+        second = client.verify(minted.token, "redeem", expected_step="confirm", context=CONTEXT, consume=True)
+        assert not second.valid and second.reason is Reason.REPLAYED and second.reason.code == "replayed"
+        assert second.detail and second.state_json is None
+        assert client.verify(minted.token, "redeem", context=CONTEXT).reason is Reason.SINGLE_USE
+
+        # consume is for single-use tokens only; the others still verify.
+        assert client.verify(plain.token, "redeem", context=CONTEXT, consume=True).reason is Reason.WRONG_KIND
+        assert client.verify(plain.token, "redeem", context=CONTEXT).valid
+        sealed = client.seal(b"payload").token
+        assert client.verify(sealed, "redeem", consume=True).reason is Reason.WRONG_KIND
+        assert client.unseal(minted.token).reason is Reason.WRONG_KIND
+
+
+def test_single_use_in_batches(sidecar: Sidecar, transport: str) -> None:
+    with sidecar.client(transport) as client:
+        minted = client.mint_batch(
+            [
+                MintItem("redeem", "confirm", state=b"once!", single_use=True),
+                MintItem("redeem", "confirm", state=b"often"),
+            ]
+        )
+        assert all(isinstance(m, Minted) for m in minted)
+        once, often = (m.token for m in minted if isinstance(m, Minted))
+        assert len(once) == len(often) + 24
+        results = client.verify_batch(
+            [
+                VerifyItem(once, "redeem", consume=True),
+                VerifyItem(once, "redeem", consume=True),
+                VerifyItem(once, "redeem"),
+                VerifyItem(often, "redeem", consume=True),
+                VerifyItem(often, "redeem"),
+            ]
+        )
+        assert [r.reason for r in results] == [
+            Reason.UNSPECIFIED,
+            Reason.REPLAYED,
+            Reason.SINGLE_USE,
+            Reason.WRONG_KIND,
+            Reason.UNSPECIFIED,
+        ]
+        assert results[0].state == b"once!" and results[4].state == b"often"
+        assert client.verify(once, "redeem", consume=True).reason is Reason.REPLAYED
+
+        # The same token many times in one batch: accepted exactly once.
+        token = client.mint("redeem", "confirm", single_use=True).token
+        many = client.verify_batch([VerifyItem(token, "redeem", consume=True)] * 16)
+        assert [r.valid for r in many].count(True) == 1
+        assert {r.reason for r in many if not r.valid} == {Reason.REPLAYED}
+
+
+def test_a_full_replay_store_refuses_and_records_nothing() -> None:
+    """--replay-capacity 64: more consumes than that, the extra ones refused
+    as REPLAY_STORE_FULL, never accepted unrecorded."""
+    full = Sidecar(args=["--replay-capacity", "64"])
+    try:
+        with full.client() as client:
+            minted = client.mint_batch([MintItem("redeem", "confirm", single_use=True)] * 80)
+            tokens = [m.token for m in minted if isinstance(m, Minted)]
+            assert len(tokens) == 80
+            results = client.verify_batch([VerifyItem(t, "redeem", consume=True) for t in tokens])
+            accepted = [t for t, r in zip(tokens, results, strict=True) if r.valid]
+            refused = [t for t, r in zip(tokens, results, strict=True) if not r.valid]
+            assert {r.reason for r in results if not r.valid} == {Reason.REPLAY_STORE_FULL}
+            assert 0 < len(accepted) <= 64 and len(refused) >= 16
+            assert Reason.REPLAY_STORE_FULL.code == "replay_store_full"
+            # Still full: a refused token stays refused, an accepted one is replayed.
+            assert client.verify(refused[0], "redeem", consume=True).reason is Reason.REPLAY_STORE_FULL
+            assert client.verify(accepted[0], "redeem", consume=True).reason is Reason.REPLAYED
+            # Everything else keeps working.
+            assert client.verify(client.mint("t", "s").token, "t").valid
+    finally:
+        full.stop()
+
+
+def test_an_unreachable_replay_store_fails_closed() -> None:
+    """--replay-store at a Redis nobody runs: consumes are refused as
+    REPLAY_STORE_UNAVAILABLE, plain verifies still work."""
+    dead = Sidecar(args=["--replay-store", f"redis://127.0.0.1:{free_port()}", "--replay-timeout-ms", "200"])
+    try:
+        with dead.client() as client:
+            token = client.mint("redeem", "confirm", single_use=True).token
+            for _ in range(2):
+                result = client.verify(token, "redeem", consume=True)
+                assert not result.valid and result.reason is Reason.REPLAY_STORE_UNAVAILABLE, result
+                assert result.reason.code == "replay_store_unavailable"
+            batch = client.verify_batch([VerifyItem(token, "redeem", consume=True)] * 2)
+            assert [r.reason for r in batch] == [Reason.REPLAY_STORE_UNAVAILABLE] * 2
+            assert client.verify(token, "redeem").reason is Reason.SINGLE_USE
+            assert client.verify(client.mint("t", "s").token, "t").valid
+    finally:
+        dead.stop()
+
+
 def test_list_keys(sidecar: Sidecar, transport: str) -> None:
     with sidecar.client(transport) as client:
         keys = client.list_keys()

@@ -11,13 +11,14 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
-from conftest import AUTH_TOKEN, PACKAGE_ROOT, Sidecar
+from conftest import AUTH_TOKEN, PACKAGE_ROOT, Sidecar, free_port
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import InvalidRequestState
@@ -31,8 +32,16 @@ from mcp_types import (
     TextContent,
 )
 
-from reqstate_client import KeyList, KeyStatus, Reason, TransportError
-from reqstate_client.mcp import DEFAULT_AAD, SidecarCodec
+from reqstate_client import InvalidRequestError, KeyList, KeyStatus, Reason, TransportError
+from reqstate_client.mcp import (
+    DEFAULT_AAD,
+    SINGLE_USE_MARK,
+    SINGLE_USE_STEP,
+    SINGLE_USE_TOOL,
+    SidecarCodec,
+    is_single_use_token,
+    single_use,
+)
 
 EXAMPLE = PACKAGE_ROOT / "examples" / "increase_counter_server.py"
 TOOL = "increase-counter"
@@ -99,9 +108,9 @@ class RecordingCodec(SidecarCodec):
         return payload
 
 
-def _server_with(codec: SidecarCodec) -> MCPServer:
+def _server_with(codec: SidecarCodec, on_commit: Callable[[int, int], None] | None = None) -> MCPServer:
     """The example's server, with a given codec (to observe it)."""
-    server: MCPServer = example.build_server(codec.client.target, codec=codec)
+    server: MCPServer = example.build_server(codec.client.target, codec=codec, on_commit=on_commit)
     return server
 
 
@@ -158,6 +167,12 @@ def test_the_wire_state_is_a_sidecar_token(sidecar: Sidecar) -> None:
             )
             assert isinstance(second, InputRequiredResult) and second.request_state is not None
             assert set(second.input_requests or {}) == {"confirm"}
+            # Round 1 was sealed; round 2, which commits the increase, is a single-use token.
+            assert not is_single_use_token(state) and is_single_use_token(second.request_state)
+            with sidecar.client() as sidecar_client:
+                peek = sidecar_client.verify(second.request_state, SINGLE_USE_TOOL, context=DEFAULT_AAD)
+                assert peek.reason is Reason.SINGLE_USE  # a plain verify neither opens nor spends it
+                assert sidecar_client.unseal(second.request_state, aad=DEFAULT_AAD).reason is Reason.WRONG_KIND
             third = await client.session.call_tool(
                 TOOL,
                 ARGS,
@@ -349,3 +364,176 @@ def test_declined_confirmation_keeps_the_counter(sidecar: Sidecar) -> None:
             return _text(await client.call_tool(TOOL, ARGS))
 
     assert run(flow) == "cancelled; the counter stays at 10"
+
+
+async def _confirm(client: Client, state: str, args: dict[str, Any] = ARGS) -> Any:
+    """The last round's retry: the confirmation, with round 2's state."""
+    return await client.session.call_tool(
+        TOOL,
+        args,
+        input_responses={"confirm": ElicitResult(action="accept", content={"confirm": True})},
+        request_state=state,
+        allow_input_required=True,
+    )
+
+
+def test_single_use_final_round_cannot_be_replayed(sidecar: Sidecar, transport: str) -> None:
+    """The SDK's client completes the flow once; replaying the last round's
+    retry (same requestState, same inputResponses) gets -32602 and the
+    increase is committed once."""
+    codec = RecordingCodec(sidecar.target(transport), AUTH_TOKEN)
+    commits: list[tuple[int, int]] = []
+    server = _server_with(codec, on_commit=lambda current, amount: commits.append((current, amount)))
+    answers = Answers(amount=5)
+
+    async def flow() -> str:
+        async with Client(server, elicitation_callback=answers) as client:
+            return _text(await client.call_tool(TOOL, ARGS))
+
+    assert run(flow) == "15"
+    assert commits == [(10, 5)]
+    assert len(codec.sealed) == 2 and codec.opened == [1, 1]
+    last_state = codec.sealed[-1][0]
+    assert is_single_use_token(last_state) and not is_single_use_token(codec.sealed[0][0])
+
+    async def replay() -> None:
+        for _ in range(2):  # a fresh connection each time: nothing per session helps
+            async with Client(server) as client:
+                with pytest.raises(MCPError) as refused:
+                    await _confirm(client, last_state)
+                assert refused.value.error.code == INVALID_PARAMS == -32602
+                assert refused.value.error.message == "Invalid or expired requestState"
+
+    run(replay)
+    assert commits == [(10, 5)]
+    with sidecar.client() as client:
+        spent = client.verify(last_state, SINGLE_USE_TOOL, context=DEFAULT_AAD, consume=True)
+        assert spent.reason is Reason.REPLAYED
+
+
+def test_single_use_round_by_hand_and_on_another_replica(sidecar: Sidecar) -> None:
+    """Round by round: the confirmation is accepted once; a second server on
+    the same sidecar (another replica) refuses the replay too; round 1's
+    state, not single-use, may be retried."""
+    commits: list[tuple[int, int]] = []
+    server = example.build_server(
+        sidecar.unix_target, AUTH_TOKEN, on_commit=lambda current, amount: commits.append((current, amount))
+    )
+    replica = example.build_server(
+        sidecar.tcp_target, AUTH_TOKEN, on_commit=lambda current, amount: commits.append((current, amount))
+    )
+
+    async def flow() -> None:
+        async with Client(server) as client:
+            state = await _first_round(client)
+            second = await _retry(client, state)
+            assert isinstance(second, InputRequiredResult) and second.request_state is not None
+            final = second.request_state
+            again = await _retry(client, state)  # round 1's state is not single-use
+            assert isinstance(again, InputRequiredResult) and again.request_state is not None
+            assert again.request_state != final  # each single-use token is distinct
+
+            # Changed arguments: the SDK refuses the binding, after the sidecar
+            # consumed the token; so this token is spent, and round 2 is redone.
+            with pytest.raises(MCPError) as other_args:
+                await _confirm(client, again.request_state, {"current": 11})
+            assert other_args.value.error.code == -32602
+            with pytest.raises(MCPError) as burnt:
+                await _confirm(client, again.request_state)
+            assert burnt.value.error.code == -32602
+
+            third = await _confirm(client, final)
+            assert isinstance(third, CallToolResult) and _text(third) == "15"
+            with pytest.raises(MCPError) as replayed:
+                await _confirm(client, final)
+            assert replayed.value.error.code == -32602
+        async with Client(replica) as client:
+            with pytest.raises(MCPError) as elsewhere:
+                await _confirm(client, final)
+            assert elsewhere.value.error.code == -32602
+
+    run(flow)
+    assert commits == [(10, 5)]
+
+
+def test_single_use_round_fails_closed_without_a_replay_store(dead_unix_target: str) -> None:
+    """A sidecar whose replay store (Redis) is unreachable: the flow reaches
+    the confirmation, whose retry gets -32602; nothing is committed."""
+    no_store = Sidecar(args=["--replay-store", f"redis://127.0.0.1:{free_port()}", "--replay-timeout-ms", "200"])
+    commits: list[tuple[int, int]] = []
+    try:
+        server = example.build_server(
+            no_store.unix_target, AUTH_TOKEN, on_commit=lambda current, amount: commits.append((current, amount))
+        )
+        cut_off = example.build_server(dead_unix_target, AUTH_TOKEN, on_commit=lambda c, a: commits.append((c, a)))
+
+        async def flow() -> None:
+            async with Client(server) as client:
+                second = await _retry(client, await _first_round(client))
+                assert isinstance(second, InputRequiredResult) and second.request_state is not None
+                with pytest.raises(MCPError) as refused:
+                    await _confirm(client, second.request_state)
+                assert refused.value.error.code == -32602
+            async with Client(cut_off) as client:  # no sidecar at all: the same
+                with pytest.raises(MCPError) as unreachable:
+                    await _confirm(client, second.request_state)
+                assert unreachable.value.error.code == -32602
+
+        run(flow)
+        assert commits == []
+    finally:
+        no_store.stop()
+
+
+def test_codec_single_use_mark(sidecar: Sidecar) -> None:
+    """`single_use` marks the envelope's state; the codec mints it single-use
+    without the mark, and opens it once."""
+    assert single_use('{"step":"confirm"}') == SINGLE_USE_MARK + '{"step":"confirm"}'
+    assert single_use(single_use("x")) == single_use("x")
+    with pytest.raises(TypeError):
+        single_use(b"x")  # type: ignore[arg-type]  # deliberately not a str
+    now = time.time()
+    envelope = {"v": 1, "iat": now, "exp": now + 300.5, "m": "tools/call", "t": TOOL, "a": "x", "s": single_use("{}")}
+    with SidecarCodec(sidecar.unix_target, AUTH_TOKEN) as codec:
+        token = codec.seal(json.dumps(envelope, separators=(",", ":")).encode())
+        assert is_single_use_token(token) and codec.last_key_id == 1
+        with sidecar.client() as client:
+            peek = client.verify(token, SINGLE_USE_TOOL, context=DEFAULT_AAD)
+            assert peek.reason is Reason.SINGLE_USE
+            # The token expires with the envelope (rounded up to the second).
+            probe = client.verify(token, SINGLE_USE_TOOL, expected_step="none", context=DEFAULT_AAD, consume=True)
+            assert probe.reason is Reason.WRONG_STEP  # refused before the store: not spent
+        # An envelope that outlives the sidecar's --max-lifetime (one day by
+        # default) is not minted: the SDK answers with an internal error.
+        with pytest.raises(InvalidRequestError) as too_long:
+            codec.seal(json.dumps({**envelope, "exp": now + 2 * 86400}).encode())
+        assert too_long.value.reason is Reason.LIFETIME_TOO_LONG
+        opened = json.loads(codec.unseal(token))
+        assert opened == {**envelope, "s": "{}"}
+        with pytest.raises(InvalidRequestState, match="^replayed$"):
+            codec.unseal(token)
+        # Only the envelope's state counts, and only as a prefix.
+        for unmarked in (
+            {**envelope, "s": "{}", "x": SINGLE_USE_MARK},
+            {**envelope, "s": "{} " + SINGLE_USE_MARK},
+        ):
+            plain = codec.seal(json.dumps(unmarked).encode())
+            assert not is_single_use_token(plain)
+            assert codec.unseal(plain) == codec.unseal(plain) == json.dumps(unmarked).encode()
+        assert not is_single_use_token(codec.seal(SINGLE_USE_MARK.encode()))  # not JSON: sealed as is
+        # A single-use token of the same tool and step under another aad is refused.
+        with SidecarCodec(sidecar.unix_target, AUTH_TOKEN, aad=b"other") as other:
+            foreign = other.seal(json.dumps(envelope).encode())
+            with pytest.raises(InvalidRequestState, match=Reason.AUTHENTICATION_FAILED.code):
+                codec.unseal(foreign)
+        with sidecar.client() as client:
+            # Minted as JSON rather than as the envelope's bytes: refused, not opened.
+            as_json = client.mint(
+                SINGLE_USE_TOOL, SINGLE_USE_STEP, state_json="{}", context=DEFAULT_AAD, single_use=True
+            )
+            with pytest.raises(InvalidRequestState, match=Reason.STATE_DECODING.code):
+                codec.unseal(as_json.token)
+            other_step = client.mint(SINGLE_USE_TOOL, "other", state=b"{}", context=DEFAULT_AAD, single_use=True)
+            with pytest.raises(InvalidRequestState, match=Reason.WRONG_STEP.code):
+                codec.unseal(other_step.token)
+    assert not is_single_use_token("") and not is_single_use_token("G") and not is_single_use_token("!!!!")

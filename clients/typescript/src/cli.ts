@@ -7,6 +7,7 @@ import { fromHex, isWellFormed, toHex, utf8 } from './bytes.js';
 import { Codec, Policy } from './codec.js';
 import { ReqstateError } from './errors.js';
 import { Keyring } from './keyring.js';
+import { MemoryReplayStore } from './singleuse.js';
 import { UsageError, checkPreferredCbor, stateJsonToCbor, stateToJson } from './statejson.js';
 
 const U64_MAX = (1n << 64n) - 1n;
@@ -16,22 +17,30 @@ const VALUE_FLAGS: Record<string, string[]> = {
   mint: [...COMMON, 'step', 'state-json', 'state-cbor-hex', 'ttl'],
   verify: [...COMMON, 'expected-step', 'token'],
 };
-const SWITCHES = ['allow-insecure-keyring-permissions', 'help'];
+const COMMON_SWITCHES = ['allow-insecure-keyring-permissions', 'help'];
+const SWITCHES: Record<string, string[]> = {
+  mint: [...COMMON_SWITCHES, 'single-use'],
+  verify: [...COMMON_SWITCHES, 'consume'],
+};
 
 const HELP = `reqstate-ts: mint and verify reqstate requestState tokens (docs/CLI.md)
 
 usage:
   reqstate-ts mint --keyring FILE --tool TEXT --step TEXT
                    [--state-json JSON | --state-cbor-hex HEX] [--ttl SECONDS]
+                   [--single-use]
                    [--context TEXT | --context-hex HEX | --context-file FILE]
                    [--now UNIX_SECONDS] [policy flags]
-  reqstate-ts verify --keyring FILE --tool TEXT [--expected-step TEXT]
+  reqstate-ts verify --keyring FILE --tool TEXT [--expected-step TEXT] [--consume]
                    [--context TEXT | --context-hex HEX | --context-file FILE]
                    [--now UNIX_SECONDS] [policy flags] (TOKEN | --token TOKEN)
 
 policy flags: --max-token-len CHARS (64-1048576, 8192)  --clock-leeway SECONDS (0-600, 60)
               --max-lifetime SECONDS (1-2592000, 86400)  --allow-insecure-keyring-permissions
 TOKEN "-" reads the token from standard input.
+--single-use mints a single-use token (FORMAT.md §5.1), which only verify --consume accepts;
+--consume checks a single-use token as a consuming verifier does, with a spent-token record
+that lives for this one run (it checks single use, it does not enforce it across runs).
 exit codes: 0 minted / verified; 1 refused (JSON with "reason"); 64 usage or configuration error.
 `;
 
@@ -68,7 +77,7 @@ function parseArgs(command: string, argv: string[]): Parsed {
           v = argv[++i];
         }
         flags.set(name, v);
-      } else if (SWITCHES.includes(name)) {
+      } else if (SWITCHES[command].includes(name)) {
         if (eq >= 0) usage(`--${name} takes no value`);
         if (switches.has(name)) usage(`--${name} given twice`);
         switches.add(name);
@@ -214,7 +223,8 @@ function mint(p: Parsed): number {
   const ttl = p.flags.has('ttl') ? uint(p.flags.get('ttl')!, 'ttl') : 600n;
   const { codec, ctx, tool } = setup(p);
   try {
-    const m = codec.mintExact({ tool, step: p.flags.get('step')!, stateCbor, ttl, context: ctx });
+    const options = { tool, step: p.flags.get('step')!, stateCbor, ttl, context: ctx };
+    const m = p.switches.has('single-use') ? codec.mintSingleUseExact(options) : codec.mintExact(options);
     print(`{"token":${JSON.stringify(m.token)},"key_id":${m.keyId},"issued_at":${m.issuedAt},"expires_at":${m.expiresAt}}`);
     return 0;
   } catch (e) {
@@ -246,7 +256,9 @@ function verify(p: Parsed): number {
   const { codec, ctx, tool } = setup(p);
   const token = tokens[0] === '-' ? readStdinToken() : tokens[0];
   try {
-    const v = codec.verify(token, { tool, context: ctx, expectedStep: p.flags.get('expected-step'), decode: false });
+    const options = { tool, context: ctx, expectedStep: p.flags.get('expected-step'), decode: false } as const;
+    // --consume: a spent-token record for this run only (docs/CLI.md).
+    const v = p.switches.has('consume') ? codec.consumeSync(token, options, new MemoryReplayStore({ capacity: 64 })) : codec.verify(token, options);
     const json = stateToJson(v.stateCbor);
     print(
       `{"valid":true,"step":${JSON.stringify(v.step)},${json === undefined ? '' : `"state":${json},`}"state_cbor_hex":"${toHex(v.stateCbor)}","key_id":${v.keyId},"issued_at":${v.issuedAtBig},"expires_at":${v.expiresAtBig}}`,

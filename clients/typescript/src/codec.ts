@@ -4,10 +4,13 @@ import { base64urlDecodeStrict, base64urlEncode, concat, equalBytes, isWellForme
 import { CborError, checkStateBytes, decodeValue, encodeClaims, encodeValue, parseClaims } from './cbor.js';
 import { ReqstateError, fail } from './errors.js';
 import { ALGORITHM_IDS, Key, Keyring, type KeyringSources } from './keyring.js';
+import { TOKEN_ID_LEN, recordedOrThrow, spentId, storeRefusal, type ReplayStore, type SpentId, type SyncReplayStore } from './singleuse.js';
 
 export const U64_MAX = (1n << 64n) - 1n;
 const KIND_STATE = 0;
 const KIND_SEALED = 1;
+const KIND_SINGLE_USE = 2;
+const KIND_NAMES = ['a state token', 'a sealed payload', 'a single-use token'];
 const MAX_TOOL = 256;
 const MAX_STEP = 256;
 const MAX_CONTEXT = 65536;
@@ -183,6 +186,38 @@ export class Codec {
 
   /** {@link Codec.mint} with exact bigint times (for clocks beyond 2^53). */
   mintExact(options: MintOptions): { token: string; keyId: number; issuedAt: bigint; expiresAt: bigint } {
+    return this.mintKind(KIND_STATE, options);
+  }
+
+  /**
+   * Mints a **single-use** token (FORMAT.md §5.1, kind 2): it carries 16
+   * random bytes of token id (24 characters more, so it differs on every mint
+   * even under HMAC-SHA256) and is accepted once, by {@link Codec.consume};
+   * {@link Codec.verify} refuses it (`single_use`). Mint the round that
+   * commits an effect this way. Draws randomness under either algorithm.
+   */
+  mintSingleUse(options: MintOptions): Minted {
+    const r = this.mintSingleUseExact(options);
+    return { token: r.token, keyId: r.keyId, issuedAt: small(r.issuedAt), expiresAt: small(r.expiresAt) };
+  }
+
+  /** {@link Codec.mintSingleUse} with exact bigint times. */
+  mintSingleUseExact(options: MintOptions): { token: string; keyId: number; issuedAt: bigint; expiresAt: bigint } {
+    return this.mintKind(KIND_SINGLE_USE, options);
+  }
+
+  private draw(n: number): Uint8Array {
+    let r: Uint8Array;
+    try {
+      r = this.random(n);
+    } catch (e) {
+      throw new ReqstateError('randomness_unavailable', 'the random source failed', { cause: e });
+    }
+    if (!(r instanceof Uint8Array) || r.length !== n) fail('randomness_unavailable', `the random source did not give ${n} bytes`);
+    return r;
+  }
+
+  private mintKind(kind: number, options: MintOptions): { token: string; keyId: number; issuedAt: bigint; expiresAt: bigint } {
     // 1. arguments
     const tool = toolBytes(options.tool);
     if (typeof options.step !== 'string' || !isWellFormed(options.step)) fail('invalid_argument', 'the step must be a string of UTF-8 text');
@@ -210,10 +245,14 @@ export class Codec {
       state = encodeValue(options.state === undefined ? null : options.state);
     }
     checkStateBytes(state);
-    const body = encodeClaims(now, ttl, step, state);
+    let body = encodeClaims(now, ttl, step, state);
+    if (kind === KIND_SINGLE_USE) {
+      // FORMAT.md §5.1: the token id, drawn after check 4 and before check 5's r.
+      body = concat(new Uint8Array([0xa5, 0x00, 0x40 | TOKEN_ID_LEN]), this.draw(TOKEN_ID_LEN), body.subarray(1));
+    }
     const key = this.keyring.primary;
     // 5. randomness (XChaCha) and 6. size
-    const token = base64urlEncode(this.wrap(KIND_STATE, key, tool, context, body));
+    const token = base64urlEncode(this.wrap(kind, key, tool, context, body));
     if (token.length > this.policy.maxTokenLen) fail('too_large', `the token would be ${token.length} characters, over max_token_len ${this.policy.maxTokenLen}`);
     return { token, keyId: key.id, issuedAt: now, expiresAt: now + ttl };
   }
@@ -237,13 +276,7 @@ export class Codec {
       const tag = key.mac.clone().update(a).update(body).digest().subarray(0, 16);
       return concat(prefix, body, tag);
     }
-    let r: Uint8Array;
-    try {
-      r = this.random(24);
-    } catch (e) {
-      throw new ReqstateError('randomness_unavailable', 'the random source failed', { cause: e });
-    }
-    if (!(r instanceof Uint8Array) || r.length !== 24) fail('randomness_unavailable', 'the random source did not give 24 bytes');
+    const r = this.draw(24);
     // FORMAT.md §4.2: the hedged nonce, HMAC-SHA256(K_n, r ‖ A ‖ body)[0..24].
     const nonce = key.mac.clone().update(r).update(a).update(body).digest().subarray(0, 24);
     const sealed = xchacha20poly1305(key.workingKey, nonce, a).encrypt(body);
@@ -252,18 +285,64 @@ export class Codec {
 
   // ------------------------------------------------------------ verification
 
-  /** Verifies a state token (FORMAT.md §8, steps 0 to 14). Throws {@link ReqstateError}. */
+  /**
+   * Verifies a state token (FORMAT.md §8, steps 0 to 14). Throws
+   * {@link ReqstateError}; a single-use token is `single_use` (consume it).
+   */
   verify<T = unknown>(token: string, options: VerifyOptions): Verified<T> {
+    return this.verifyKind<T>(token, options, KIND_STATE).verified;
+  }
+
+  /**
+   * Consumes a single-use token (FORMAT.md §8 steps 0 to 15): verifies it as
+   * {@link Codec.verify} does, then records it as spent in `store`, and only
+   * if this was the first time gives its contents. A replay is `replayed`; a
+   * store that is full or fails refuses the token (`replay_store_full`,
+   * `replay_store_unavailable`). A token that is not single-use is
+   * `wrong_kind`. The store is touched only by a token that passed every
+   * other check.
+   */
+  async consume<T = unknown>(token: string, options: VerifyOptions, store: ReplayStore): Promise<Verified<T>> {
+    return this.verifySingleUse<T>(token, options).redeem(store);
+  }
+
+  /** {@link Codec.consume} with a store that answers synchronously (such as `MemoryReplayStore`). */
+  consumeSync<T = unknown>(token: string, options: VerifyOptions, store: SyncReplayStore): Verified<T> {
+    return this.verifySingleUse<T>(token, options).redeemSync(store);
+  }
+
+  /**
+   * Steps 0 to 14 for a single-use token: the contents are reachable only
+   * through the {@link Redemption}, once the token is recorded (its `redeem`,
+   * or `finish` with the answer of an insert the caller ran itself).
+   */
+  verifySingleUse<T = unknown>(token: string, options: VerifyOptions): Redemption<T> {
+    const { verified, tokenId, now } = this.verifyKind<T>(token, options, KIND_SINGLE_USE);
+    if (tokenId === undefined) fail('malformed', 'single-use claims without a token id');
+    const leeway = BigInt(this.policy.clockLeeway);
+    const until = verified.expiresAtBig + leeway > U64_MAX ? U64_MAX : verified.expiresAtBig + leeway;
+    return new Redemption(verified, spentId(verified.keyId, tokenId), until, now);
+  }
+
+  private verifyKind<T>(token: string, options: VerifyOptions, kind: number): { verified: Verified<T>; tokenId?: Uint8Array; now: bigint } {
     // 0. the caller's arguments
     const tool = toolBytes(options.tool);
     const context = bytesOf(options.context, 'context');
     if (context.length > MAX_CONTEXT) fail('invalid_argument', 'the context is over 65536 bytes');
     if (options.expectedStep !== undefined && typeof options.expectedStep !== 'string') fail('invalid_argument', 'the expected step must be a string');
-    const { key, body } = this.open(token, KIND_STATE, tool, context);
+    const { key, body } = this.open(token, kind, tool, context);
     // 9.
     let claims;
+    let tokenId: Uint8Array | undefined;
     try {
-      claims = parseClaims(body);
+      if (kind === KIND_SINGLE_USE) {
+        // FORMAT.md §5.1: A5 00 50 <16 bytes>, then §5's entries 1 to 4.
+        if (body.length < 3 + TOKEN_ID_LEN || body[0] !== 0xa5 || body[1] !== 0x00 || body[2] !== (0x40 | TOKEN_ID_LEN)) {
+          fail('malformed', 'claims envelope: not a single-use envelope (A5 00 50 <16 bytes>)');
+        }
+        tokenId = body.slice(3, 3 + TOKEN_ID_LEN);
+        claims = parseClaims(concat(new Uint8Array([0xa4]), body.subarray(3 + TOKEN_ID_LEN)));
+      } else claims = parseClaims(body);
     } catch (e) {
       if (e instanceof CborError) fail('malformed', `claims envelope: ${e.message}`);
       throw e;
@@ -291,7 +370,7 @@ export class Codec {
         throw new ReqstateError('state_decoding', e instanceof Error ? e.message : 'the state does not decode', { cause: e });
       }
     }
-    return {
+    const verified: Verified<T> = {
       step: claims.step,
       state: state as T,
       stateCbor: claims.state,
@@ -301,6 +380,7 @@ export class Codec {
       issuedAtBig: claims.issuedAt,
       expiresAtBig: expires,
     };
+    return { verified, tokenId, now };
   }
 
   /** Opens a sealed payload (FORMAT.md §6, §8 steps 0 to 8). */
@@ -325,7 +405,7 @@ export class Codec {
     const kind = (h >> 2) & 3;
     const alg = h & 3;
     if (version !== 1) fail('unsupported_version', `version ${version}`);
-    if (kind > 1) fail('malformed', 'reserved kind');
+    if (kind === 3) fail('malformed', 'reserved kind 3');
     if (alg !== 1 && alg !== 2) fail('unsupported_algorithm', `algorithm ${alg}`);
     // 4.
     let id = 0;
@@ -345,7 +425,11 @@ export class Codec {
     // 5.
     if (raw.length < pos + (alg === 1 ? 16 : 40)) fail('malformed', 'too short');
     // 6.
-    if (kind !== kindWanted) fail('wrong_kind', kind === KIND_STATE ? 'a state token, not a sealed payload' : 'a sealed payload, not a state token');
+    if (kind !== kindWanted) {
+      // A verifier that does not record spent tokens never accepts a single-use one.
+      if (kindWanted === KIND_STATE && kind === KIND_SINGLE_USE) fail('single_use', 'a single-use token must be consumed, not merely verified');
+      fail('wrong_kind', `${KIND_NAMES[kind]}, not ${KIND_NAMES[kindWanted]}`);
+    }
     // 7.
     const key = this.keyring.get(id);
     if (key === undefined) fail('unknown_key', `no key ${id}`);
@@ -365,6 +449,61 @@ export class Codec {
     } catch {
       return fail('authentication_failed');
     }
+  }
+}
+
+/**
+ * A single-use token that passed every check of FORMAT.md §8 but the last
+ * (step 15): its contents are reachable only by recording it as spent.
+ */
+export class Redemption<T = unknown> {
+  #verified: Verified<T>;
+  /** What the record is kept under (`spentId.name`: FORMAT.md §5.1's record name). */
+  readonly spentId: SpentId;
+  /** Until when the record must be kept, unix seconds: expires_at + clock_leeway (saturating). */
+  readonly recordUntil: bigint;
+  /** The verifier's clock at verification, unix seconds. */
+  readonly now: bigint;
+
+  constructor(verified: Verified<T>, spent: SpentId, recordUntil: bigint, now: bigint) {
+    this.#verified = verified;
+    this.spentId = spent;
+    this.recordUntil = recordUntil;
+    this.now = now;
+  }
+
+  /** Records the token spent in `store` and, if this was the first time, gives its contents. */
+  async redeem(store: ReplayStore): Promise<Verified<T>> {
+    let answer: unknown;
+    try {
+      answer = await store.insertIfAbsent(this.spentId, this.recordUntil, this.now);
+    } catch (e) {
+      throw storeRefusal(e);
+    }
+    return this.finish(recordedOrThrow(answer));
+  }
+
+  /** {@link Redemption.redeem} with a store that answers synchronously. */
+  redeemSync(store: SyncReplayStore): Verified<T> {
+    let answer: unknown;
+    try {
+      answer = store.insertIfAbsent(this.spentId, this.recordUntil, this.now);
+    } catch (e) {
+      throw storeRefusal(e);
+    }
+    if (answer !== null && typeof answer === 'object' && typeof (answer as { then?: unknown }).then === 'function') {
+      throw new TypeError('redeemSync needs a store that answers synchronously; use redeem (or consume) with this store');
+    }
+    return this.finish(recordedOrThrow(answer));
+  }
+
+  /**
+   * The end of a redemption whose insert the caller ran itself: `recorded` is
+   * what the store's insert-if-absent of `spentId` until `recordUntil` answered.
+   */
+  finish(recorded: boolean): Verified<T> {
+    if (recorded !== true) fail('replayed', 'the single-use token was already consumed');
+    return this.#verified;
   }
 }
 

@@ -24,6 +24,10 @@ export const REASONS = [
   'invalid_argument',
   'randomness_unavailable',
   'invalid_keyring',
+  'single_use',
+  'replayed',
+  'replay_store_full',
+  'replay_store_unavailable',
 ] as const;
 
 export type Reason = (typeof REASONS)[number];
@@ -47,6 +51,10 @@ const MESSAGES: Record<Reason, string> = {
   invalid_argument: 'invalid argument',
   randomness_unavailable: 'randomness unavailable',
   invalid_keyring: 'invalid keyring',
+  single_use: 'single-use token (consume it, do not merely verify it)',
+  replayed: 'token already consumed',
+  replay_store_full: 'replay store full',
+  replay_store_unavailable: 'replay store unavailable',
 };
 
 /**

@@ -11,5 +11,8 @@ declare global {
   }
   var TextDecoder: { new (label?: string, options?: { fatal?: boolean; ignoreBOM?: boolean }): TextDecoder };
   var crypto: { getRandomValues<T extends Uint8Array>(array: T): T };
+  // Timers (the Redis store's per-call deadline).
+  function setTimeout(callback: () => void, ms: number): unknown;
+  function clearTimeout(handle: unknown): void;
 }
 export {};

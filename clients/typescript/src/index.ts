@@ -6,6 +6,7 @@ export { Key, Keyring, type Algorithm, type KeySpec, type KeyStatus, type Keyrin
 export {
   Codec,
   Policy,
+  Redemption,
   createCodec,
   systemClock,
   systemRandom,
@@ -19,6 +20,16 @@ export {
   type Verified,
   type VerifyOptions,
 } from './codec.js';
+export {
+  MemoryReplayStore,
+  ReplayStoreError,
+  TOKEN_ID_LEN,
+  recordName,
+  type MemoryReplayStoreOptions,
+  type ReplayStore,
+  type SpentId,
+  type SyncReplayStore,
+} from './singleuse.js';
 export { Tagged, decodeValue, encodeValue, MAX_STATE_DEPTH } from './cbor.js';
 export { CALL_CONTEXT_LABEL, InvalidArgumentsError, MAX_ARGUMENTS_DEPTH, callContext, canonicalJson, type ArgumentsRule, type CallContextParts } from './callcontext.js';
 export {

@@ -34,7 +34,7 @@ describe('reason names', () => {
     const section = doc.split('### Reasons')[1].split('Verification returns')[0];
     const names = [...section.matchAll(/`([a-z_]+)`/g)].map((m) => m[1]).filter((n) => n !== 'reason');
     assert.deepEqual([...REASONS], names.filter((n, i) => names.indexOf(n) === i && n !== 'reqstate'));
-    assert.equal(REASONS.length, 18);
+    assert.equal(REASONS.length, 22);
   });
 });
 

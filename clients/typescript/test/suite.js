@@ -35,7 +35,7 @@ function fixedRandom(hexBytes) {
  * @param {string} callContextText tests/vectors/call_context.json
  */
 export function runSuite(lib, vectorsText, callContextText) {
-  const { Codec, Keyring, Policy, callContext, canonicalJson, ReqstateError, InvalidArgumentsError } = lib;
+  const { Codec, Keyring, Policy, callContext, canonicalJson, ReqstateError, InvalidArgumentsError, MemoryReplayStore } = lib;
   const V = parseJsonBig(vectorsText);
   const C = JSON.parse(callContextText);
   let passed = 0;
@@ -76,8 +76,34 @@ export function runSuite(lib, vectorsText, callContextText) {
   };
   const codecAt = (kr, v, now, random) => new Codec({ keyring: kr, policy: policyOf(v), clock: () => BigInt(now), random: random ?? (() => { throw new Error('no randomness in this test'); }) });
   const decoders = { uint: (b) => { if (b.length === 0 || b[0] >> 5 !== 0 || (b[0] & 31) > 27) throw new Error('not a uint'); const n = (b[0] & 31) < 24 ? 1 : 1 + (1 << ((b[0] & 31) - 24)); if (n !== b.length) throw new Error('not one uint'); return 0; } };
+  // The vectors' store (FORMAT.md §5.1 names): `spent` are live records.
+  const U64 = (1n << 64n) - 1n;
+  const namedStore = (names) => {
+    const records = new Map((names ?? []).map((n) => [n, U64]));
+    return {
+      records,
+      insertIfAbsent(id, until, now) {
+        const held = records.get(id.name);
+        if (held !== undefined && held > now) return false;
+        records.set(id.name, until);
+        return true;
+      },
+    };
+  };
+  const show = (records) => [...records].map(([n, u]) => `${n}=${u}`).sort().join(',');
   const runVerify = (v) => {
     const codec = codecAt(keyring, v, v.now);
+    if (v.operation === 'consume') {
+      const store = namedStore(v.spent);
+      const before = show(store.records);
+      try {
+        const got = codec.consumeSync(v.token, { tool: v.tool, context: hex(v.context), expectedStep: v.expected_step, decode: v.decode_as ? decoders[v.decode_as] : false }, store);
+        return { got, before, after: show(store.records) };
+      } catch (e) {
+        eq(show(store.records), before, 'a refused consume changed the store');
+        throw e;
+      }
+    }
     if (v.operation === 'verify') {
       return codec.verify(v.token, { tool: v.tool, context: hex(v.context), expectedStep: v.expected_step, decode: v.decode_as ? decoders[v.decode_as] : false });
     }
@@ -137,11 +163,51 @@ export function runSuite(lib, vectorsText, callContextText) {
       eq(random.remaining(), 0, 'random bytes left');
     });
   }
+  for (const v of V.single_use) {
+    const args = { tool: v.tool, context: hex(v.context), expectedStep: v.step, decode: false };
+    check('single_use', `${v.name}: reminted byte for byte (token id, then r)`, () => {
+      eq(hex(v.token_id).length, 16, 'token id length');
+      const random = fixedRandom(v.token_id + v.random);
+      const m = codecAt(onlyPrimary(v.key_id), v, v.now, random).mintSingleUseExact({ tool: v.tool, step: v.step, stateCbor: hex(v.state_cbor), ttl: Number(v.ttl), context: hex(v.context) });
+      eq(m.token, v.token, 'token');
+      eq(m.token.length, v.token_chars, 'token_chars');
+      eq(random.remaining(), 0, 'random bytes left');
+    });
+    check('single_use', `${v.name}: consumed once, then replayed; never verified`, () => {
+      const codec = codecAt(keyring, v, v.now);
+      refuses(() => codec.verify(v.token, args), 'single_use');
+      const store = namedStore([]);
+      const got = codec.consumeSync(v.token, args, store);
+      eq(`${got.issuedAtBig}|${got.expiresAtBig}|${got.step}|${toHex(got.stateCbor)}|${got.keyId}`, `${v.issued_at}|${v.expires_at}|${v.step}|${v.state_cbor}|${v.key_id}`, 'claims');
+      eq(show(store.records), `${v.spent_record}=${v.record_until}`, 'records');
+      refuses(() => codec.consumeSync(v.token, args, store), 'replayed');
+    });
+    check('single_use', `${v.name}: the redemption and the memory store`, () => {
+      const codec = codecAt(keyring, v, v.now);
+      const r = codec.verifySingleUse(v.token, args);
+      eq(r.spentId.name, v.spent_record, 'record name');
+      eq(toHex(r.spentId.tokenId), v.token_id, 'token id');
+      eq(r.spentId.keyId, v.key_id, 'key id');
+      eq(String(r.recordUntil), String(v.record_until), 'record_until');
+      const memory = new MemoryReplayStore({ capacity: 4 });
+      eq(toHex(codec.consumeSync(v.token, args, memory).stateCbor), v.state_cbor, 'state');
+      refuses(() => codec.consumeSync(v.token, args, memory), 'replayed');
+    });
+  }
   for (const v of V.invalid) {
     check('invalid', v.name, () => refuses(() => runVerify(v), v.expect_fail));
   }
   for (const v of V.accepted) {
     check('accepted', v.name, () => {
+      if (v.operation === 'consume') {
+        const { got, before, after } = runVerify(v);
+        eq(`${got.issuedAtBig}|${got.expiresAtBig}|${got.step}|${toHex(got.stateCbor)}|${got.keyId}`, `${v.issued_at}|${v.expires_at}|${v.step}|${v.state_cbor}|${v.key_id}`, 'claims');
+        const want = namedStore(v.spent);
+        want.records.set(v.spent_record, BigInt(v.record_until));
+        eq(after, show(want.records), 'records after');
+        if (before.includes(v.spent_record)) throw new Error('spent_record was in the store before');
+        return;
+      }
       const got = runVerify(v);
       if (v.operation === 'unseal') return eq(toHex(got.payload), v.payload, 'payload');
       eq(`${got.issuedAtBig}|${got.expiresAtBig}|${got.step}|${toHex(got.stateCbor)}`, `${v.issued_at}|${v.expires_at}|${v.step}|${v.state_cbor}`, 'claims');
@@ -151,7 +217,8 @@ export function runSuite(lib, vectorsText, callContextText) {
     check('mint_invalid', v.name, () => {
       const codec = codecAt(onlyPrimary(v.key_id), v, v.now, fixedRandom(v.random));
       refuses(() => {
-        if (v.operation === 'mint') codec.mintExact({ tool: v.tool, step: v.step, stateCbor: hex(v.state_cbor), ttl: Number(v.ttl), context: hex(v.context) });
+        const options = { tool: v.tool, step: v.step, stateCbor: hex(v.state_cbor), ttl: Number(v.ttl), context: hex(v.context) };
+        if (v.operation === 'mint') (v.single_use ? codec.mintSingleUseExact(options) : codec.mintExact(options));
         else if (v.operation === 'seal') codec.seal(hex(v.payload), hex(v.context));
         else throw new Error(`unknown operation ${v.operation}`);
       }, v.expect_fail);
@@ -178,7 +245,12 @@ export function runSuite(lib, vectorsText, callContextText) {
       }
     });
   }
-  const expected = 1 + V.keys.length + 3 * V.valid.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + C.cases.length;
+  for (const section of Object.keys(V)) {
+    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings'].includes(section)) {
+      failures.push({ name: 'suite', error: `v1.json has a section ${section} this suite does not run` });
+    }
+  }
+  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + C.cases.length;
   if (passed + failures.length !== expected) failures.push({ name: 'suite', error: `ran ${passed + failures.length} checks, expected ${expected}` });
   return { passed, failures, counts, expected };
 }

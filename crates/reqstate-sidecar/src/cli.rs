@@ -178,6 +178,40 @@ pub struct ServeArgs {
     #[arg(long, env = "REQSTATE_MAX_BATCH_ITEMS", default_value_t = 1000)]
     pub max_batch_items: usize,
 
+    /// Where consumed single-use tokens are recorded (docs/SINGLE_USE.md):
+    /// `memory` (this process only), or a Redis URL shared by the fleet:
+    /// `redis://[user:password@]host:port[/db]`, `rediss://…` (TLS),
+    /// `unix:///path/redis.sock`. With --replay-cluster, a comma-separated
+    /// list of seed nodes of a Redis Cluster. The URL may hold a password:
+    /// prefer the environment variable to the command line.
+    #[arg(
+        long,
+        env = "REQSTATE_REPLAY_STORE",
+        default_value = "memory",
+        value_name = "memory|URL"
+    )]
+    pub replay_store: String,
+
+    /// --replay-store names the seed nodes of a Redis Cluster.
+    #[arg(long, env = "REQSTATE_REPLAY_CLUSTER")]
+    pub replay_cluster: bool,
+
+    /// Prefix of every record name in Redis, one per deployment sharing a
+    /// server (records are `<prefix>spent:v1:<key id>:<token id>`).
+    #[arg(long, env = "REQSTATE_REPLAY_KEY_PREFIX", default_value = crate::replay::DEFAULT_KEY_PREFIX)]
+    pub replay_key_prefix: String,
+
+    /// Deadline of one replay store call, in milliseconds; a consume whose
+    /// store does not answer in time is refused (fail closed).
+    #[arg(long, env = "REQSTATE_REPLAY_TIMEOUT_MS", default_value_t = 250)]
+    pub replay_timeout_ms: u64,
+
+    /// Live records the memory store holds at most; when it is full of live
+    /// records, consumes are refused (REASON_REPLAY_STORE_FULL) rather than
+    /// any record forgotten.
+    #[arg(long, env = "REQSTATE_REPLAY_CAPACITY", default_value_t = crate::replay::DEFAULT_MEMORY_CAPACITY)]
+    pub replay_capacity: usize,
+
     /// Deadline of every call, in milliseconds (a shorter client
     /// `grpc-timeout` wins).
     #[arg(long, env = "REQSTATE_CALL_TIMEOUT_MS", default_value_t = 5000)]
@@ -349,6 +383,10 @@ pub struct MintArgs {
     /// Lifetime in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub ttl: u64,
+    /// Mint a single-use token (FORMAT.md §5.1): accepted once, by a
+    /// verifier that consumes it.
+    #[arg(long)]
+    pub single_use: bool,
 }
 
 /// `reqstate verify`.
@@ -372,6 +410,11 @@ pub struct VerifyArgs {
     /// The token, or `-` to read it from standard input.
     #[arg(required_unless_present = "token_flag")]
     pub token: Option<String>,
+    /// Check a single-use token as a consuming verifier does (FORMAT.md §8
+    /// step 15). The spent-token record lives only for this run: this checks
+    /// a token, it does not enforce single use across runs.
+    #[arg(long)]
+    pub consume: bool,
 }
 
 /// `reqstate inspect`.

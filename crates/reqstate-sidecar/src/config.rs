@@ -13,6 +13,7 @@ use zeroize::Zeroizing;
 
 use crate::cli::ServeArgs;
 use crate::keyring_source::{KeyringLoadError, KeyringPermissions, load_keyring_file};
+use crate::replay::ReplayStoreConfig;
 
 /// A place to serve gRPC.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +164,8 @@ pub struct ServeConfig {
     pub drain_timeout: Duration,
     /// Quiet time before a file change is reloaded.
     pub reload_debounce: Duration,
+    /// Where consumed single-use tokens are recorded.
+    pub replay: ReplayStoreConfig,
     /// `--dev`: print the warning and the example call.
     pub dev: bool,
 }
@@ -293,6 +296,7 @@ impl ServeConfig {
         if args.max_batch_items == 0 {
             return Err(ConfigError::new("--max-batch-items must be at least 1"));
         }
+        let replay = replay_store_config(&args)?;
         if args.max_concurrent_calls == 0 {
             return Err(ConfigError::new(
                 "--max-concurrent-calls must be at least 1",
@@ -407,8 +411,72 @@ impl ServeConfig {
             },
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
             reload_debounce: Duration::from_millis(args.reload_debounce_ms),
+            replay,
             dev: args.dev,
         })
+    }
+}
+
+/// The replay store flags, checked: a known URL scheme, a timeout and a
+/// capacity in range. Messages never repeat a URL's password.
+fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigError> {
+    if !(1..=60_000).contains(&args.replay_timeout_ms) {
+        return Err(ConfigError::new("--replay-timeout-ms must be in 1..=60000"));
+    }
+    let timeout = Duration::from_millis(args.replay_timeout_ms);
+    let prefix = args.replay_key_prefix.clone();
+    let store = args.replay_store.trim();
+    if store == "memory" {
+        if args.replay_cluster {
+            return Err(ConfigError::new(
+                "--replay-cluster needs --replay-store with the cluster's node URLs",
+            ));
+        }
+        if args.replay_capacity < 64 {
+            return Err(ConfigError::new("--replay-capacity must be at least 64"));
+        }
+        return Ok(ReplayStoreConfig::Memory {
+            capacity: args.replay_capacity,
+        });
+    }
+    let urls: Vec<String> = store
+        .split(',')
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty())
+        .collect();
+    for url in &urls {
+        let known = ["redis://", "rediss://", "unix://", "redis+unix://"]
+            .iter()
+            .any(|scheme| url.starts_with(scheme));
+        if !known {
+            return Err(ConfigError::new(format!(
+                "--replay-store {}: expected `memory` or a redis://, rediss:// or unix:// URL",
+                crate::replay::redacted(url)
+            )));
+        }
+    }
+    match (urls.len(), args.replay_cluster) {
+        (0, _) => Err(ConfigError::new("--replay-store is empty")),
+        (1, false) => Ok(ReplayStoreConfig::Redis {
+            url: urls[0].clone(),
+            prefix,
+            timeout,
+        }),
+        (_, false) => Err(ConfigError::new(
+            "--replay-store lists several URLs: add --replay-cluster for a Redis Cluster",
+        )),
+        (_, true) => {
+            if urls.iter().any(|u| u.contains("unix://")) {
+                return Err(ConfigError::new(
+                    "--replay-cluster nodes are redis:// or rediss:// URLs, not Unix sockets",
+                ));
+            }
+            Ok(ReplayStoreConfig::Cluster {
+                urls,
+                prefix,
+                timeout,
+            })
+        }
     }
 }
 

@@ -33,6 +33,7 @@ pub mod live_keyring;
 pub mod local;
 pub mod metrics;
 pub mod reload;
+pub mod replay;
 pub mod serve;
 pub mod service;
 pub mod wire;

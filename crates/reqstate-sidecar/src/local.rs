@@ -104,9 +104,16 @@ pub fn mint(args: MintArgs) -> u8 {
         Ok(loaded) => loaded,
         Err(e) => return usage("mint", e),
     };
+    let ttl = Duration::from_secs(args.ttl);
     let minted = Binding::with_context_bytes(&args.codec.tool, &context)
         .map_err(reqstate::MintError::from)
-        .and_then(|binding| codec.mint(binding, &args.step, &state, Duration::from_secs(args.ttl)));
+        .and_then(|binding| {
+            if args.single_use {
+                codec.mint_single_use(binding, &args.step, &state, ttl)
+            } else {
+                codec.mint(binding, &args.step, &state, ttl)
+            }
+        });
     match minted {
         Ok(minted) => {
             println!(
@@ -156,7 +163,15 @@ pub fn verify(args: VerifyArgs) -> u8 {
             Some(step) => binding.step(step),
             None => binding.any_step(),
         };
-        let verified = codec.verify_raw(&token, expected)?;
+        let verified = if args.consume {
+            // A record for this run only (see `--consume`).
+            let spent = reqstate::MemoryReplayStore::new(64);
+            codec
+                .verify_single_use_raw(&token, expected)?
+                .redeem(&spent)?
+        } else {
+            codec.verify_raw(&token, expected)?
+        };
         let value: ciborium::Value = ciborium::from_reader(&verified.state[..])
             .map_err(|e| reqstate::Refusal::StateDecoding(e.to_string()))?;
         Ok((verified, value))

@@ -31,6 +31,8 @@ pub struct Metrics {
     reload_timeouts: IntCounter,
     keys: IntGaugeVec,
     draining: IntGauge,
+    replay_records: IntCounterVec,
+    replay_store_latency: prometheus::Histogram,
     ready: AtomicBool,
 }
 
@@ -138,6 +140,31 @@ impl Metrics {
                 "1 once shutdown has begun and in-flight calls are draining",
             ),
         )?;
+        let replay_records = registered(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "reqstate_replay_records_total",
+                    "Single-use tokens handed to the replay store, by result: consumed \
+                     (recorded now), replayed (already spent: refused), replay_store_full \
+                     and replay_store_unavailable (not recorded: refused, fail closed)",
+                ),
+                &["result"],
+            ),
+        )?;
+        let replay_store_latency = registered(
+            &registry,
+            prometheus::Histogram::with_opts(
+                HistogramOpts::new(
+                    "reqstate_replay_store_duration_seconds",
+                    "Time of one replay store call (one token, or one pipelined batch)",
+                )
+                .buckets(vec![
+                    0.000_01, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
+                    0.025, 0.05, 0.1, 0.25, 1.0,
+                ]),
+            ),
+        )?;
         Ok(Metrics {
             registry,
             calls,
@@ -149,6 +176,8 @@ impl Metrics {
             reload_timeouts,
             keys,
             draining,
+            replay_records,
+            replay_store_latency,
             ready: AtomicBool::new(true),
         })
     }
@@ -169,6 +198,25 @@ impl Metrics {
     /// did no work).
     pub fn observe_refusal(&self, rpc: &'static str, result: &'static str) {
         self.calls.with_label_values(&[rpc, result]).inc();
+    }
+
+    /// Counts one replay store call and the answer for each of its tokens.
+    pub fn observe_replay_store(
+        &self,
+        elapsed: Duration,
+        _items: usize,
+        answers: &[Result<bool, reqstate::StoreError>],
+    ) {
+        self.replay_store_latency.observe(elapsed.as_secs_f64());
+        for answer in answers {
+            let result = match answer {
+                Ok(true) => "consumed",
+                Ok(false) => "replayed",
+                Err(reqstate::StoreError::Full) => "replay_store_full",
+                Err(reqstate::StoreError::Unavailable) => "replay_store_unavailable",
+            };
+            self.replay_records.with_label_values(&[result]).inc();
+        }
     }
 
     /// Counts one item of a batch.

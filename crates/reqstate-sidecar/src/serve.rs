@@ -23,6 +23,7 @@ use crate::listeners::{BoundListener, bind};
 use crate::live_keyring;
 use crate::metrics::{Metrics, serve_admin};
 use crate::reload::{self, KeyringReloader};
+use crate::replay::Replay;
 use crate::service::RequestStateService;
 
 /// Exit code for a failure after the configuration was accepted (a port in
@@ -85,6 +86,7 @@ async fn serve(config: ServeConfig) -> u8 {
         limits,
         drain_timeout,
         reload_debounce,
+        replay,
         dev,
     } = config;
 
@@ -104,6 +106,17 @@ async fn serve(config: ServeConfig) -> u8 {
             return EXIT_RUNTIME_FAILURE;
         }
     };
+    let replay = match Replay::new(&replay, metrics.clone()) {
+        Ok(replay) => Arc::new(replay),
+        Err(e) => {
+            tracing::error!(error = %e, "bad configuration");
+            return EXIT_BAD_CONFIG;
+        }
+    };
+    tracing::info!(
+        store = replay.description(),
+        "single-use tokens are recorded here"
+    );
     let (mut terminate, mut hangup) = match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -194,6 +207,7 @@ async fn serve(config: ServeConfig) -> u8 {
         };
     let service = RequestStateServer::new(RequestStateService::new(
         shared.clone(),
+        replay,
         limits.clone(),
         metrics.clone(),
     ))

@@ -15,24 +15,33 @@ use crate::call_metrics::answer;
 use crate::config::Limits;
 use crate::live_keyring::SharedKeyring;
 use crate::metrics::Metrics;
+use crate::replay::Replay;
 use crate::wire::{
-    VerifyFailure, key_info, mint_error_status, mint_one, refused_verify_response, verify_one,
-    wire_reason,
+    Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status, mint_one,
+    refused_verify_response, wire_reason,
 };
 
 /// The gRPC service.
 #[derive(Debug, Clone)]
 pub struct RequestStateService {
     keyring: SharedKeyring,
+    replay: Arc<Replay>,
     limits: Limits,
     metrics: Arc<Metrics>,
 }
 
 impl RequestStateService {
-    /// A service over the shared keyring.
-    pub fn new(keyring: SharedKeyring, limits: Limits, metrics: Arc<Metrics>) -> Self {
+    /// A service over the shared keyring, recording consumed single-use
+    /// tokens in `replay`.
+    pub fn new(
+        keyring: SharedKeyring,
+        replay: Arc<Replay>,
+        limits: Limits,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         RequestStateService {
             keyring,
+            replay,
             limits,
             metrics,
         }
@@ -96,8 +105,22 @@ impl RequestState for RequestStateService {
         &self,
         request: Request<pb::VerifyRequest>,
     ) -> Result<Response<pb::VerifyResponse>, Status> {
-        let keyring = self.keyring.load();
-        match verify_one(&keyring.codec, request.get_ref()) {
+        let checked = check_one(&self.keyring.load().codec, request.get_ref());
+        let verified = match checked {
+            Checked::Done(result) => result,
+            Checked::Consume(redemption) => {
+                let recorded = self
+                    .replay
+                    .record(
+                        &redemption.spent_id(),
+                        redemption.record_until(),
+                        redemption.now(),
+                    )
+                    .await;
+                finish_consume(redemption, recorded)
+            }
+        };
+        match verified {
             Ok(verified) => Ok(answer(verified, "ok")),
             Err(VerifyFailure::Caller(e)) => Err(Status::invalid_argument(e.to_string())),
             Err(VerifyFailure::Refused(e)) => Ok(answer(refused_verify_response(&e), e.reason())),
@@ -143,10 +166,41 @@ impl RequestState for RequestStateService {
         let items = request.into_inner().items;
         self.check_batch_len(items.len())?;
         let keyring = self.keyring.load_full();
-        let mut results = Vec::with_capacity(items.len());
+        let mut checked = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             yield_between_chunks(i).await;
-            results.push(match verify_one(&keyring.codec, item) {
+            checked.push(check_one(&keyring.codec, item));
+        }
+        // Every single-use token that passed its checks is recorded in one
+        // round trip (a pipeline on Redis); the others never reach the store.
+        let to_record: Vec<_> = checked
+            .iter()
+            .filter_map(|c| match c {
+                Checked::Consume(r) => Some((r.spent_id(), r.record_until())),
+                Checked::Done(_) => None,
+            })
+            .collect();
+        let now = checked.iter().find_map(|c| match c {
+            Checked::Consume(r) => Some(r.now()),
+            Checked::Done(_) => None,
+        });
+        let mut recorded = match now {
+            Some(now) => self.replay.record_many(&to_record, now).await,
+            None => Vec::new(),
+        }
+        .into_iter();
+        let mut results = Vec::with_capacity(checked.len());
+        for item in checked {
+            let result = match item {
+                Checked::Done(result) => result,
+                Checked::Consume(redemption) => {
+                    let answer = recorded
+                        .next()
+                        .unwrap_or(Err(reqstate::StoreError::Unavailable));
+                    finish_consume(redemption, answer)
+                }
+            };
+            results.push(match result {
                 Ok(verified) => {
                     self.metrics.observe_batch_item("VerifyBatch", "ok");
                     verified

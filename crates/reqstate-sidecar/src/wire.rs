@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use reqstate::{Binding, Codec, InvalidArgument, MintError, Refusal};
+use reqstate::{
+    Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, StoreError, Verified,
+};
 use reqstate_proto::v1 as pb;
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -105,7 +107,11 @@ pub fn mint_one(
         0 => default_ttl,
         secs => Duration::from_secs(secs),
     };
-    let minted = codec.mint(binding, &request.step, &state, ttl)?;
+    let minted = if request.single_use {
+        codec.mint_single_use(binding, &request.step, &state, ttl)?
+    } else {
+        codec.mint(binding, &request.step, &state, ttl)?
+    };
     Ok(pb::MintResponse {
         token: minted.token,
         key_id: minted.key_id.get(),
@@ -114,27 +120,73 @@ pub fn mint_one(
     })
 }
 
-/// One Verify request against `codec`.
-pub fn verify_one(
-    codec: &Codec,
-    request: &pb::VerifyRequest,
-) -> Result<pb::VerifyResponse, VerifyFailure> {
-    let binding = Binding::with_context_bytes(&request.tool, &request.context)?;
+/// A verified state, converted to its wire form during decoding (FORMAT.md
+/// §8 step 14), so that a state with no wire form is `state_decoding`
+/// before a single-use token is recorded as spent.
+struct WireState(pb::verify_response::StateValue);
+
+impl<'de> serde::Deserialize<'de> for WireState {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = ciborium::Value::deserialize(deserializer)?;
+        state_from_cbor(value)
+            .map(WireState)
+            .map_err(|_| serde::de::Error::custom("the state has no JSON form"))
+    }
+}
+
+/// A Verify item after every check but the replay store's.
+pub enum Checked {
+    /// Verified or refused: no store involved.
+    Done(Result<pb::VerifyResponse, VerifyFailure>),
+    /// A single-use token that passed every other check (`consume` was
+    /// set): record it, then [`finish_consume`].
+    Consume(Redemption<pb::verify_response::StateValue>),
+}
+
+/// One Verify request against `codec`, up to the replay store.
+pub fn check_one(codec: &Codec, request: &pb::VerifyRequest) -> Checked {
+    let binding = match Binding::with_context_bytes(&request.tool, &request.context) {
+        Ok(binding) => binding,
+        Err(e) => return Checked::Done(Err(e.into())),
+    };
     let expected = match &request.expected_step {
         Some(step) => binding.step(step),
         None => binding.any_step(),
     };
-    let verified = codec.verify::<ciborium::Value>(&request.token, expected)?;
-    Ok(pb::VerifyResponse {
+    if request.consume {
+        match codec.verify_single_use::<WireState>(&request.token, expected) {
+            Ok(redemption) => Checked::Consume(redemption.map_state(|s| s.0)),
+            Err(refusal) => Checked::Done(Err(refusal.into())),
+        }
+    } else {
+        Checked::Done(
+            codec
+                .verify::<WireState>(&request.token, expected)
+                .map(|verified| verified_response(verified.map_state(|s| s.0)))
+                .map_err(VerifyFailure::from),
+        )
+    }
+}
+
+/// The end of a consume: the store's answer decides.
+pub fn finish_consume(
+    redemption: Redemption<pb::verify_response::StateValue>,
+    recorded: Result<bool, StoreError>,
+) -> Result<pb::VerifyResponse, VerifyFailure> {
+    Ok(verified_response(redemption.finish(recorded)?))
+}
+
+fn verified_response(verified: Verified<pb::verify_response::StateValue>) -> pb::VerifyResponse {
+    pb::VerifyResponse {
         valid: true,
         reason: pb::Reason::Unspecified.into(),
         step: verified.step,
-        state_value: Some(state_from_cbor(verified.state)?),
+        state_value: Some(verified.state),
         key_id: verified.key_id.get(),
         issued_at: verified.issued_at,
         expires_at: verified.expires_at,
         detail: String::new(),
-    })
+    }
 }
 
 /// The in-band answer for a refused token.
@@ -180,6 +232,10 @@ mod tests {
             "randomness_unavailable",
             "invalid_keyring",
         ]);
+        assert!(
+            reasons.contains(&"replayed"),
+            "the refusals include the store's"
+        );
         let mut seen = std::collections::HashSet::new();
         for reason in reasons {
             let wire = wire_reason(reason);

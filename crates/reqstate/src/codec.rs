@@ -22,8 +22,9 @@ use crate::keyring::{Key, Keyring};
 use crate::outcome::{Minted, Sealed, Unsealed, Verified};
 use crate::policy::Policy;
 use crate::random::SecureRandom;
+use crate::single_use::{Redemption, ReplayStore, SpentId};
 use crate::token::{TOKEN_BASE64, UntrustedToken, header_byte, push_key_id};
-use crate::types::{KeyStatus, MAX_STEP_LEN, TokenKind};
+use crate::types::{KeyStatus, MAX_STEP_LEN, TOKEN_ID_LEN, TokenKind};
 
 /// Mints and verifies requestState tokens.
 ///
@@ -146,6 +147,33 @@ impl Codec {
         state: &S,
         ttl: Duration,
     ) -> Result<Minted, MintError> {
+        self.mint_kind(TokenKind::State, binding, step, state, ttl)
+    }
+
+    /// [`Codec::mint`] for a **single-use** token (FORMAT.md §5.1): it
+    /// carries 16 random bytes of token id (24 characters more) and is
+    /// accepted once, by [`Codec::consume`]; [`Codec::verify`] refuses it
+    /// ([`Refusal::SingleUse`]). Mint the round that commits an effect
+    /// this way. Draws randomness under either algorithm.
+    pub fn mint_single_use<S: Serialize + ?Sized>(
+        &self,
+        binding: Binding<'_>,
+        step: &str,
+        state: &S,
+        ttl: Duration,
+    ) -> Result<Minted, MintError> {
+        self.mint_kind(TokenKind::SingleUse, binding, step, state, ttl)
+    }
+
+    /// FORMAT.md §8's mint list, for a state or single-use token.
+    fn mint_kind<S: Serialize + ?Sized>(
+        &self,
+        kind: TokenKind,
+        binding: Binding<'_>,
+        step: &str,
+        state: &S,
+        ttl: Duration,
+    ) -> Result<Minted, MintError> {
         if step.is_empty() {
             return Err(InvalidArgument("step name is empty").into());
         }
@@ -170,13 +198,26 @@ impl Codec {
         ))?;
         let key = self.keyring.primary();
         let mut out = Vec::with_capacity(96 + step.len());
-        let prefix_len = push_prefix(&mut out, TokenKind::State, key);
+        let prefix_len = push_prefix(&mut out, kind, key);
         crypto::start(&key.material, &mut out);
-        push_claims_prefix(&mut out, issued_at, lifetime, step);
+        let single_use = kind == TokenKind::SingleUse;
+        // The id's bytes are drawn after the state is checked (§8's mint
+        // order); its place is held by zeros until then.
+        let id_at = out.len() + 3;
+        push_claims_prefix(
+            &mut out,
+            single_use.then_some(&[0u8; TOKEN_ID_LEN]),
+            issued_at,
+            lifetime,
+            step,
+        );
         let state_at = out.len();
         ciborium::into_writer(state, &mut out)
             .map_err(|e| MintError::StateEncoding(e.to_string()))?;
         check_state_item(&out[state_at..]).map_err(|e| MintError::StateEncoding(e.into()))?;
+        if single_use {
+            self.random.fill(&mut out[id_at..id_at + TOKEN_ID_LEN])?;
+        }
         let token = self.finish(key, out, prefix_len, bound(binding))?;
         Ok(Minted {
             token,
@@ -207,7 +248,62 @@ impl Codec {
         token: UntrustedToken,
         expected: impl Into<Expected<'a>>,
     ) -> Result<Verified<T>, Refusal> {
-        self.verify_with(token, expected.into(), decode_state)
+        self.verify_with(token, TokenKind::State, expected.into(), decode_state)
+            .map(|(verified, _, _)| verified)
+    }
+
+    /// Consumes a single-use token (FORMAT.md §8 steps 0–15): verifies it as
+    /// [`Codec::verify`] does, then records it as spent in `store`, and only
+    /// if this was the first time gives its contents. A replay is
+    /// [`Refusal::Replayed`]; a store that is full or does not answer refuses
+    /// the token. A token that is not single-use is [`Refusal::WrongKind`].
+    pub fn consume<'a, T: DeserializeOwned>(
+        &self,
+        token: &str,
+        expected: impl Into<Expected<'a>>,
+        store: &dyn ReplayStore,
+    ) -> Result<Verified<T>, Refusal> {
+        self.verify_single_use(token, expected)?.redeem(store)
+    }
+
+    /// The first half of [`Codec::consume`], for stores that must be
+    /// awaited: every check but the store's (steps 0–14). The state is
+    /// reachable only through the [`Redemption`], once the token is recorded.
+    pub fn verify_single_use<'a, T: DeserializeOwned>(
+        &self,
+        token: &str,
+        expected: impl Into<Expected<'a>>,
+    ) -> Result<Redemption<T>, Refusal> {
+        self.single_use_with(token, expected.into(), decode_state)
+    }
+
+    /// Steps 0–14 for a single-use token, with `decode` as step 14.
+    fn single_use_with<T>(
+        &self,
+        token: &str,
+        expected: Expected<'_>,
+        decode: impl FnOnce(&[u8]) -> Result<T, Refusal>,
+    ) -> Result<Redemption<T>, Refusal> {
+        let token = UntrustedToken::parse(token, &self.policy)?;
+        let (verified, token_id, now) =
+            self.verify_with(token, TokenKind::SingleUse, expected, decode)?;
+        // parse_claims gives an id for every single-use envelope.
+        let token_id = token_id.ok_or(Refusal::Malformed("single-use claims without an id"))?;
+        let until = verified
+            .expires_at
+            .saturating_add(self.policy.clock_leeway());
+        let spent = SpentId::new(verified.key_id, token_id);
+        Ok(Redemption::new(verified, spent, until, now))
+    }
+
+    /// [`Codec::verify_single_use`] without decoding the state, as
+    /// [`Codec::verify_raw`]: the state item's bytes as the token carries them.
+    pub fn verify_single_use_raw<'a>(
+        &self,
+        token: &str,
+        expected: impl Into<Expected<'a>>,
+    ) -> Result<Redemption<Vec<u8>>, Refusal> {
+        self.single_use_with(token, expected.into(), |state| Ok(state.to_vec()))
     }
 
     /// [`Codec::verify`] up to and without decoding the state (FORMAT.md §8
@@ -221,24 +317,30 @@ impl Codec {
         expected: impl Into<Expected<'a>>,
     ) -> Result<Verified<Vec<u8>>, Refusal> {
         let token = UntrustedToken::parse(token, &self.policy)?;
-        self.verify_with(token, expected.into(), |state| Ok(state.to_vec()))
+        self.verify_with(token, TokenKind::State, expected.into(), |state| {
+            Ok(state.to_vec())
+        })
+        .map(|(verified, _, _)| verified)
     }
 
-    /// FORMAT.md §8 steps 0–13, then `decode` (step 14) on the state's bytes.
+    /// FORMAT.md §8 steps 0–13 for a token of `kind` (state or single-use),
+    /// then `decode` (step 14) on the state's bytes. Gives a single-use
+    /// token's id and the clock reading the checks used beside the contents.
     fn verify_with<T>(
         &self,
         token: UntrustedToken,
+        kind: TokenKind,
         expected: Expected<'_>,
         decode: impl FnOnce(&[u8]) -> Result<T, Refusal>,
-    ) -> Result<Verified<T>, Refusal> {
-        let (mut parsed, key) = self.find_key(token, TokenKind::State)?;
+    ) -> Result<Checked<T>, Refusal> {
+        let (mut parsed, key) = self.find_key(token, kind)?;
         let body = crypto::open(
             &key.material,
             &mut parsed.bytes,
             parsed.prefix_len,
             bound(expected.binding()),
         )?;
-        let claims = parse_claims(&parsed.bytes[body])?;
+        let claims = parse_claims(&parsed.bytes[body], kind == TokenKind::SingleUse)?;
         // FORMAT.md §8 step 10: both `malformed` checks before the policy's.
         if claims.lifetime == 0 {
             return Err(Refusal::Malformed("claims carry a zero lifetime"));
@@ -273,13 +375,14 @@ impl Codec {
             });
         }
         let state = decode(claims.state)?;
-        Ok(Verified {
+        let verified = Verified {
             step: claims.step.into(),
             state,
             key_id: parsed.key_id,
             issued_at: claims.issued_at,
             expires_at,
-        })
+        };
+        Ok((verified, claims.token_id, now))
     }
 
     /// Seals an opaque payload under the primary key, bound to `aad`. No
@@ -342,6 +445,11 @@ impl Codec {
             });
         }
         if token.kind != kind {
+            // A verifier that does not record spent tokens never accepts a
+            // single-use one, and says why (FORMAT.md §8 step 6).
+            if kind == TokenKind::State && token.kind == TokenKind::SingleUse {
+                return Err(Refusal::SingleUse);
+            }
             return Err(Refusal::WrongKind {
                 expected: kind,
                 found: token.kind,
@@ -382,6 +490,10 @@ impl Codec {
         Ok(TOKEN_BASE64.encode(&out))
     }
 }
+
+/// What steps 0–14 give: the contents, a single-use token's id, and the
+/// clock reading the checks used.
+type Checked<T> = (Verified<T>, Option<[u8; TOKEN_ID_LEN]>, u64);
 
 /// Step 14: ciborium writes the state; cbor4ii reads it, eight times faster
 /// on the reference claims (25 ns against 218 ns). cbor4ii cannot read CBOR

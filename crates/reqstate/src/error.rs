@@ -50,6 +50,10 @@ pub enum Refusal {
         /// What the token is.
         found: TokenKind,
     },
+    /// The token is single-use and was handed to `verify`: a single-use
+    /// token is accepted only by [`crate::Codec::consume`] (or
+    /// [`crate::Codec::verify_single_use`]), which records it as spent.
+    SingleUse,
     /// No key with the token's key id is in the keyring. No other key is tried.
     UnknownKey(KeyId),
     /// The token's key is retired: tokens under it are refused even if genuine.
@@ -99,16 +103,25 @@ pub enum Refusal {
     },
     /// The token verified, but its state does not decode into the requested type.
     StateDecoding(String),
+    /// The single-use token was already consumed.
+    Replayed,
+    /// The spent-token store is full of live records and refused to record
+    /// the token, which is therefore refused (never accepted unrecorded).
+    ReplayStoreFull,
+    /// The spent-token store could not be reached or did not answer in time;
+    /// the token is refused (consumption fails closed).
+    ReplayStoreUnavailable,
 }
 
 impl Refusal {
     /// Every refusal's [`Refusal::reason`], in the order of the checks.
-    pub const REASONS: [&'static str; 14] = [
+    pub const REASONS: [&'static str; 18] = [
         "too_large",
         "malformed",
         "unsupported_version",
         "unsupported_algorithm",
         "wrong_kind",
+        "single_use",
         "unknown_key",
         "retired_key",
         "algorithm_mismatch",
@@ -118,6 +131,9 @@ impl Refusal {
         "wrong_step",
         "lifetime_too_long",
         "state_decoding",
+        "replayed",
+        "replay_store_full",
+        "replay_store_unavailable",
     ];
 
     /// A stable snake_case name for the variant, for logs, metrics labels and
@@ -129,6 +145,7 @@ impl Refusal {
             Refusal::UnsupportedVersion(_) => "unsupported_version",
             Refusal::UnsupportedAlgorithm(_) => "unsupported_algorithm",
             Refusal::WrongKind { .. } => "wrong_kind",
+            Refusal::SingleUse => "single_use",
             Refusal::UnknownKey(_) => "unknown_key",
             Refusal::RetiredKey(_) => "retired_key",
             Refusal::AlgorithmMismatch { .. } => "algorithm_mismatch",
@@ -138,6 +155,9 @@ impl Refusal {
             Refusal::WrongStep { .. } => "wrong_step",
             Refusal::LifetimeTooLong { .. } => "lifetime_too_long",
             Refusal::StateDecoding(_) => "state_decoding",
+            Refusal::Replayed => "replayed",
+            Refusal::ReplayStoreFull => "replay_store_full",
+            Refusal::ReplayStoreUnavailable => "replay_store_unavailable",
         }
     }
 }
@@ -156,6 +176,10 @@ impl fmt::Display for Refusal {
             Refusal::WrongKind { expected, found } => {
                 write!(f, "expected a {expected} token, got a {found} token")
             }
+            Refusal::SingleUse => f.write_str(
+                "the token is single-use: it must be consumed (recorded as spent), \
+                 not merely verified",
+            ),
             Refusal::UnknownKey(id) => write!(f, "no key with id {id} in the keyring"),
             Refusal::RetiredKey(id) => write!(f, "key {id} is retired; its tokens are refused"),
             Refusal::AlgorithmMismatch { key_id, key, token } => write!(
@@ -183,6 +207,14 @@ impl fmt::Display for Refusal {
             Refusal::StateDecoding(e) => {
                 write!(f, "state does not decode into the requested type: {e}")
             }
+            Refusal::Replayed => f.write_str("the single-use token was already consumed"),
+            Refusal::ReplayStoreFull => f.write_str(
+                "the spent-token store is full of live records; the token was not recorded \
+                 and is refused",
+            ),
+            Refusal::ReplayStoreUnavailable => f.write_str(
+                "the spent-token store did not answer; the token was not recorded and is refused",
+            ),
         }
     }
 }
@@ -476,6 +508,7 @@ mod tests {
                 expected: TokenKind::State,
                 found: TokenKind::Sealed,
             },
+            Refusal::SingleUse,
             Refusal::UnknownKey(KeyId::new(1)),
             Refusal::RetiredKey(KeyId::new(1)),
             Refusal::AlgorithmMismatch {
@@ -501,6 +534,9 @@ mod tests {
                 max: 1,
             },
             Refusal::StateDecoding("x".into()),
+            Refusal::Replayed,
+            Refusal::ReplayStoreFull,
+            Refusal::ReplayStoreUnavailable,
         ];
         let reasons: alloc::vec::Vec<_> = samples.iter().map(Refusal::reason).collect();
         assert_eq!(reasons, Refusal::REASONS);

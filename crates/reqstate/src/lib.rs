@@ -86,6 +86,7 @@ extern crate alloc;
 //   token      base64url, header byte, key id: the untrusted view
 //   claims     the claims envelope
 //   outcome    what each operation gives back
+//   single_use the spent-token record, its store, redemptions
 //   clock      injectable time
 //   random     injectable randomness
 //   crypto     key derivation, HMAC-SHA256, XChaCha20-Poly1305
@@ -110,6 +111,7 @@ mod keyring_toml;
 mod outcome;
 mod policy;
 mod random;
+mod single_use;
 mod token;
 mod types;
 
@@ -133,10 +135,13 @@ pub use policy::Policy;
 pub use random::SecureRandom;
 #[cfg(feature = "std")]
 pub use random::{BufferedRandom, OsRandom};
+#[cfg(feature = "std")]
+pub use single_use::MemoryReplayStore;
+pub use single_use::{Redemption, ReplayStore, SpentId, StoreError};
 pub use token::UntrustedToken;
 pub use types::{
     Algorithm, KeyId, KeyStatus, MAX_CONTEXT_LEN, MAX_SECRET_LEN, MAX_STATE_DEPTH, MAX_STEP_LEN,
-    MAX_TOOL_LEN, MIN_SECRET_LEN, TAG_LEN, TokenKind, VERSION, XNONCE_LEN,
+    MAX_TOOL_LEN, MIN_SECRET_LEN, TAG_LEN, TOKEN_ID_LEN, TokenKind, VERSION, XNONCE_LEN,
 };
 /// The wiper of [`SecretSource::resolve`]'s result, re-exported so that a
 /// source needs no `zeroize` dependency of its own.

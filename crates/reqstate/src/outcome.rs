@@ -54,3 +54,16 @@ pub struct Verified<T> {
     /// Expiry, unix seconds.
     pub expires_at: u64,
 }
+
+impl<T> Verified<T> {
+    /// The same contents with the state converted by `f`.
+    pub fn map_state<U>(self, f: impl FnOnce(T) -> U) -> Verified<U> {
+        Verified {
+            step: self.step,
+            state: f(self.state),
+            key_id: self.key_id,
+            issued_at: self.issued_at,
+            expires_at: self.expires_at,
+        }
+    }
+}

@@ -97,6 +97,7 @@ impl UntrustedToken {
         let kind = match (header >> 2) & 0b11 {
             0 => TokenKind::State,
             1 => TokenKind::Sealed,
+            2 => TokenKind::SingleUse,
             _ => return Err(Refusal::Malformed("reserved token kind")),
         };
         let algorithm = Algorithm::from_id(header & 0b11)

@@ -22,6 +22,8 @@ pub const MAX_STEP_LEN: usize = 256;
 /// Context is hashed, not stored; bind a digest (see [`crate::call_context`])
 /// rather than large values.
 pub const MAX_CONTEXT_LEN: usize = 64 * 1024;
+/// Length of a single-use token's random id, in bytes (FORMAT.md §5.1).
+pub const TOKEN_ID_LEN: usize = 16;
 /// Shortest secret accepted for any key, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;
 /// Longest secret accepted for any key, in bytes.
@@ -160,6 +162,9 @@ pub enum TokenKind {
     State,
     /// A sealed payload whose claims the caller stamps and checks itself.
     Sealed,
+    /// A single-use requestState token (FORMAT.md §5.1): a state token with
+    /// a random token id, accepted once, by [`crate::Codec::consume`].
+    SingleUse,
 }
 
 impl TokenKind {
@@ -168,6 +173,7 @@ impl TokenKind {
         match self {
             TokenKind::State => 0,
             TokenKind::Sealed => 1,
+            TokenKind::SingleUse => 2,
         }
     }
 
@@ -176,6 +182,7 @@ impl TokenKind {
         match self {
             TokenKind::State => "state",
             TokenKind::Sealed => "sealed",
+            TokenKind::SingleUse => "single-use",
         }
     }
 }

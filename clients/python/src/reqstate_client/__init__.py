@@ -8,8 +8,12 @@
         result = sidecar.verify(minted.token, "increase-counter", expected_step="confirm")
         assert result.valid and result.json() == {"amount": 5}
 
+Single-use tokens: `mint(..., single_use=True)` is accepted once, by
+`verify(..., consume=True)` (`Reason.REPLAYED` afterwards).
+
 `reqstate_client.mcp.SidecarCodec` plugs the sidecar into the official `mcp`
-SDK's `RequestStateSecurity`.
+SDK's `RequestStateSecurity`; `reqstate_client.mcp.single_use(state)` makes a
+round's `requestState` single-use.
 
 `reqstate_client.call_context(principal, audience, method, arguments_json)` is
 the 32-byte context that binds a token to one call (docs/FORMAT.md §7),

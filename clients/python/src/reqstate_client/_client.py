@@ -56,10 +56,13 @@ def _mint_request(
     state_json: Any,
     ttl_seconds: int,
     context: bytes,
+    single_use: bool,
 ) -> pb.MintRequest:
     if state is not None and state_json is not None:
         raise ValueError("give at most one of state (bytes) and state_json")
-    request = pb.MintRequest(tool=tool, step=step, ttl_seconds=ttl_seconds, context=bytes(context))
+    request = pb.MintRequest(
+        tool=tool, step=step, ttl_seconds=ttl_seconds, context=bytes(context), single_use=single_use
+    )
     if state is not None:
         request.state = bytes(state)
     elif state_json is not None:
@@ -67,8 +70,10 @@ def _mint_request(
     return request
 
 
-def _verify_request(token: str, tool: str, expected_step: str | None, context: bytes) -> pb.VerifyRequest:
-    request = pb.VerifyRequest(token=token, tool=tool, context=bytes(context))
+def _verify_request(
+    token: str, tool: str, expected_step: str | None, context: bytes, consume: bool
+) -> pb.VerifyRequest:
+    request = pb.VerifyRequest(token=token, tool=tool, context=bytes(context), consume=consume)
     if expected_step is not None:
         request.expected_step = expected_step
     return request
@@ -216,6 +221,7 @@ class Client:
         state_json: Any = None,
         ttl_seconds: int = 0,
         context: bytes = b"",
+        single_use: bool = False,
         timeout: float | None = None,
     ) -> Minted:
         """Mints one token under the primary key.
@@ -225,8 +231,14 @@ class Client:
         sidecar's default TTL. `context` (caller, audience, argument digest …)
         is bound but not stored: `verify` must give the same bytes. A malformed
         request raises InvalidRequestError with `.reason` set.
+
+        `single_use=True` mints a token that verifies once: a plain `verify`
+        refuses it (`Reason.SINGLE_USE`), `verify(..., consume=True)` accepts it
+        once and then refuses it as `Reason.REPLAYED`, on every sidecar that
+        shares the replay store. Mint the round that commits an effect this way
+        (the token is 24 characters longer).
         """
-        request = _mint_request(tool, step, state, state_json, ttl_seconds, context)
+        request = _mint_request(tool, step, state, state_json, ttl_seconds, context, single_use)
         return _minted(self._call("Mint", self._stub.Mint, request, timeout))
 
     def verify(
@@ -236,16 +248,28 @@ class Client:
         *,
         expected_step: str | None = None,
         context: bytes = b"",
+        consume: bool = False,
         timeout: float | None = None,
     ) -> Verified:
-        """Verifies one token: a token that does not verify is `valid=False` with a `reason`."""
-        request = _verify_request(token, tool, expected_step, context)
+        """Verifies one token: a token that does not verify is `valid=False` with a `reason`.
+
+        `consume=True` redeems a single-use token (minted with `single_use=True`):
+        after every other check passes the sidecar records it as spent and
+        accepts it only the first time (`Reason.REPLAYED` afterwards). Consuming
+        a token that is not single-use is `Reason.WRONG_KIND`; when the replay
+        store cannot record it the token is refused (`Reason.REPLAY_STORE_FULL`,
+        `Reason.REPLAY_STORE_UNAVAILABLE`): consuming fails closed.
+        """
+        request = _verify_request(token, tool, expected_step, context, consume)
         return _verified(self._call("Verify", self._stub.Verify, request, timeout))
 
     def mint_batch(self, items: Iterable[MintItem], *, timeout: float | None = None) -> list[Minted | ItemError]:
         """Mints many tokens; each result is a `Minted` or an `ItemError`, in item order."""
         request = pb.MintBatchRequest(
-            items=[_mint_request(i.tool, i.step, i.state, i.state_json, i.ttl_seconds, i.context) for i in items]
+            items=[
+                _mint_request(i.tool, i.step, i.state, i.state_json, i.ttl_seconds, i.context, i.single_use)
+                for i in items
+            ]
         )
         response = self._call("MintBatch", self._stub.MintBatch, request, timeout)
         results: list[Minted | ItemError] = []
@@ -257,9 +281,13 @@ class Client:
         return results
 
     def verify_batch(self, items: Iterable[VerifyItem], *, timeout: float | None = None) -> list[Verified]:
-        """Verifies many tokens, each on its own; results in item order."""
+        """Verifies many tokens, each on its own; results in item order.
+
+        Items with `consume=True` are consumed as by `verify`; the same
+        single-use token twice in one batch is accepted at most once.
+        """
         request = pb.VerifyBatchRequest(
-            items=[_verify_request(i.token, i.tool, i.expected_step, i.context) for i in items]
+            items=[_verify_request(i.token, i.tool, i.expected_step, i.context, i.consume) for i in items]
         )
         response = self._call("VerifyBatch", self._stub.VerifyBatch, request, timeout)
         return [_verified(r) for r in response.results]

@@ -38,6 +38,11 @@ class Reason(enum.IntEnum):
     INVALID_ARGUMENT = 16
     RANDOMNESS_UNAVAILABLE = 17
     INVALID_KEYRING = 18
+    # Single-use tokens (MintRequest.single_use, VerifyRequest.consume):
+    SINGLE_USE = 19  # a single-use token given to a plain verify: it must be consumed
+    REPLAYED = 20  # already consumed, on this sidecar or any other sharing its replay store
+    REPLAY_STORE_FULL = 21  # the replay store is full of live records: refused, not recorded
+    REPLAY_STORE_UNAVAILABLE = 22  # the replay store did not answer in time: refused, not recorded
     # Not in the proto: a wire value newer than this client.
     UNRECOGNIZED = -1
 
@@ -205,6 +210,7 @@ class MintItem:
     state_json: Any = None
     ttl_seconds: int = 0
     context: bytes = b""
+    single_use: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,3 +221,4 @@ class VerifyItem:
     tool: str
     expected_step: str | None = None
     context: bytes = field(default=b"")
+    consume: bool = False

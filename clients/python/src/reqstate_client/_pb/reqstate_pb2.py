@@ -24,53 +24,53 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1areqstate/v1/reqstate.proto\x12\x0breqstate.v1\"\x85\x01\n\x0bMintRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\t\x12\x0f\n\x05state\x18\x03 \x01(\x0cH\x00\x12\x14\n\nstate_json\x18\x04 \x01(\tH\x00\x12\x13\n\x0bttl_seconds\x18\x05 \x01(\x04\x12\x0f\n\x07\x63ontext\x18\x06 \x01(\x0c\x42\r\n\x0bstate_value\"T\n\x0cMintResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\r\x12\x12\n\nexpires_at\x18\x03 \x01(\x04\x12\x11\n\tissued_at\x18\x04 \x01(\x04\"k\n\rVerifyRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x1a\n\rexpected_step\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x63ontext\x18\x04 \x01(\x0c\x42\x10\n\x0e_expected_step\"\xcf\x01\n\x0eVerifyResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12#\n\x06reason\x18\x02 \x01(\x0e\x32\x13.reqstate.v1.Reason\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x0f\n\x05state\x18\x04 \x01(\x0cH\x00\x12\x14\n\nstate_json\x18\x05 \x01(\tH\x00\x12\x0e\n\x06key_id\x18\x06 \x01(\r\x12\x11\n\tissued_at\x18\x07 \x01(\x04\x12\x12\n\nexpires_at\x18\x08 \x01(\x04\x12\x0e\n\x06\x64\x65tail\x18\t \x01(\tB\r\n\x0bstate_value\";\n\x10MintBatchRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.reqstate.v1.MintRequest\"@\n\tItemError\x12#\n\x06reason\x18\x01 \x01(\x0e\x32\x13.reqstate.v1.Reason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"m\n\nMintResult\x12+\n\x06minted\x18\x01 \x01(\x0b\x32\x19.reqstate.v1.MintResponseH\x00\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.reqstate.v1.ItemErrorH\x00\x42\t\n\x07outcome\"=\n\x11MintBatchResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.reqstate.v1.MintResult\"?\n\x12VerifyBatchRequest\x12)\n\x05items\x18\x01 \x03(\x0b\x32\x1a.reqstate.v1.VerifyRequest\"C\n\x13VerifyBatchResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.reqstate.v1.VerifyResponse\"+\n\x0bSealRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12\x0b\n\x03\x61\x61\x64\x18\x02 \x01(\x0c\"-\n\x0cSealResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\r\"+\n\rUnsealRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0b\n\x03\x61\x61\x64\x18\x02 \x01(\x0c\"u\n\x0eUnsealResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12#\n\x06reason\x18\x02 \x01(\x0e\x32\x13.reqstate.v1.Reason\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x0e\n\x06key_id\x18\x04 \x01(\r\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"\x11\n\x0fListKeysRequest\"\x90\x01\n\x07KeyInfo\x12\n\n\x02id\x18\x01 \x01(\r\x12)\n\talgorithm\x18\x02 \x01(\x0e\x32\x16.reqstate.v1.Algorithm\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.reqstate.v1.KeyStatus\x12\x17\n\ncreated_at\x18\x04 \x01(\x04H\x00\x88\x01\x01\x42\r\n\x0b_created_at\"R\n\x10ListKeysResponse\x12\"\n\x04keys\x18\x01 \x03(\x0b\x32\x14.reqstate.v1.KeyInfo\x12\x1a\n\x12keyring_generation\x18\x02 \x01(\x04*\x8b\x04\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n\x10REASON_TOO_LARGE\x10\x01\x12\x14\n\x10REASON_MALFORMED\x10\x02\x12\x1e\n\x1aREASON_UNSUPPORTED_VERSION\x10\x03\x12 \n\x1cREASON_UNSUPPORTED_ALGORITHM\x10\x04\x12\x15\n\x11REASON_WRONG_KIND\x10\x05\x12\x16\n\x12REASON_UNKNOWN_KEY\x10\x06\x12\x16\n\x12REASON_RETIRED_KEY\x10\x07\x12\x1d\n\x19REASON_ALGORITHM_MISMATCH\x10\x08\x12 \n\x1cREASON_AUTHENTICATION_FAILED\x10\t\x12\x12\n\x0eREASON_EXPIRED\x10\n\x12\x18\n\x14REASON_NOT_YET_VALID\x10\x0b\x12\x15\n\x11REASON_WRONG_STEP\x10\x0c\x12\x1c\n\x18REASON_LIFETIME_TOO_LONG\x10\r\x12\x19\n\x15REASON_STATE_ENCODING\x10\x0e\x12\x19\n\x15REASON_STATE_DECODING\x10\x0f\x12\x1b\n\x17REASON_INVALID_ARGUMENT\x10\x10\x12!\n\x1dREASON_RANDOMNESS_UNAVAILABLE\x10\x11\x12\x1a\n\x16REASON_INVALID_KEYRING\x10\x12*c\n\tAlgorithm\x12\x19\n\x15\x41LGORITHM_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41LGORITHM_HMAC_SHA256\x10\x01\x12 \n\x1c\x41LGORITHM_XCHACHA20_POLY1305\x10\x02*n\n\tKeyStatus\x12\x1a\n\x16KEY_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12KEY_STATUS_PRIMARY\x10\x01\x12\x15\n\x11KEY_STATUS_ACTIVE\x10\x02\x12\x16\n\x12KEY_STATUS_RETIRED\x10\x03\x32\xf5\x03\n\x0cRequestState\x12;\n\x04Mint\x12\x18.reqstate.v1.MintRequest\x1a\x19.reqstate.v1.MintResponse\x12\x41\n\x06Verify\x12\x1a.reqstate.v1.VerifyRequest\x1a\x1b.reqstate.v1.VerifyResponse\x12J\n\tMintBatch\x12\x1d.reqstate.v1.MintBatchRequest\x1a\x1e.reqstate.v1.MintBatchResponse\x12P\n\x0bVerifyBatch\x12\x1f.reqstate.v1.VerifyBatchRequest\x1a .reqstate.v1.VerifyBatchResponse\x12;\n\x04Seal\x12\x18.reqstate.v1.SealRequest\x1a\x19.reqstate.v1.SealResponse\x12\x41\n\x06Unseal\x12\x1a.reqstate.v1.UnsealRequest\x1a\x1b.reqstate.v1.UnsealResponse\x12G\n\x08ListKeys\x12\x1c.reqstate.v1.ListKeysRequest\x1a\x1d.reqstate.v1.ListKeysResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1areqstate/v1/reqstate.proto\x12\x0breqstate.v1\"\x99\x01\n\x0bMintRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\t\x12\x0f\n\x05state\x18\x03 \x01(\x0cH\x00\x12\x14\n\nstate_json\x18\x04 \x01(\tH\x00\x12\x13\n\x0bttl_seconds\x18\x05 \x01(\x04\x12\x0f\n\x07\x63ontext\x18\x06 \x01(\x0c\x12\x12\n\nsingle_use\x18\x07 \x01(\x08\x42\r\n\x0bstate_value\"T\n\x0cMintResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\r\x12\x12\n\nexpires_at\x18\x03 \x01(\x04\x12\x11\n\tissued_at\x18\x04 \x01(\x04\"|\n\rVerifyRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x1a\n\rexpected_step\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x63ontext\x18\x04 \x01(\x0c\x12\x0f\n\x07\x63onsume\x18\x05 \x01(\x08\x42\x10\n\x0e_expected_step\"\xcf\x01\n\x0eVerifyResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12#\n\x06reason\x18\x02 \x01(\x0e\x32\x13.reqstate.v1.Reason\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x0f\n\x05state\x18\x04 \x01(\x0cH\x00\x12\x14\n\nstate_json\x18\x05 \x01(\tH\x00\x12\x0e\n\x06key_id\x18\x06 \x01(\r\x12\x11\n\tissued_at\x18\x07 \x01(\x04\x12\x12\n\nexpires_at\x18\x08 \x01(\x04\x12\x0e\n\x06\x64\x65tail\x18\t \x01(\tB\r\n\x0bstate_value\";\n\x10MintBatchRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.reqstate.v1.MintRequest\"@\n\tItemError\x12#\n\x06reason\x18\x01 \x01(\x0e\x32\x13.reqstate.v1.Reason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"m\n\nMintResult\x12+\n\x06minted\x18\x01 \x01(\x0b\x32\x19.reqstate.v1.MintResponseH\x00\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.reqstate.v1.ItemErrorH\x00\x42\t\n\x07outcome\"=\n\x11MintBatchResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.reqstate.v1.MintResult\"?\n\x12VerifyBatchRequest\x12)\n\x05items\x18\x01 \x03(\x0b\x32\x1a.reqstate.v1.VerifyRequest\"C\n\x13VerifyBatchResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.reqstate.v1.VerifyResponse\"+\n\x0bSealRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12\x0b\n\x03\x61\x61\x64\x18\x02 \x01(\x0c\"-\n\x0cSealResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\r\"+\n\rUnsealRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0b\n\x03\x61\x61\x64\x18\x02 \x01(\x0c\"u\n\x0eUnsealResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12#\n\x06reason\x18\x02 \x01(\x0e\x32\x13.reqstate.v1.Reason\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x0e\n\x06key_id\x18\x04 \x01(\r\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"\x11\n\x0fListKeysRequest\"\x90\x01\n\x07KeyInfo\x12\n\n\x02id\x18\x01 \x01(\r\x12)\n\talgorithm\x18\x02 \x01(\x0e\x32\x16.reqstate.v1.Algorithm\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.reqstate.v1.KeyStatus\x12\x17\n\ncreated_at\x18\x04 \x01(\x04H\x00\x88\x01\x01\x42\r\n\x0b_created_at\"R\n\x10ListKeysResponse\x12\"\n\x04keys\x18\x01 \x03(\x0b\x32\x14.reqstate.v1.KeyInfo\x12\x1a\n\x12keyring_generation\x18\x02 \x01(\x04*\xfa\x04\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n\x10REASON_TOO_LARGE\x10\x01\x12\x14\n\x10REASON_MALFORMED\x10\x02\x12\x1e\n\x1aREASON_UNSUPPORTED_VERSION\x10\x03\x12 \n\x1cREASON_UNSUPPORTED_ALGORITHM\x10\x04\x12\x15\n\x11REASON_WRONG_KIND\x10\x05\x12\x16\n\x12REASON_UNKNOWN_KEY\x10\x06\x12\x16\n\x12REASON_RETIRED_KEY\x10\x07\x12\x1d\n\x19REASON_ALGORITHM_MISMATCH\x10\x08\x12 \n\x1cREASON_AUTHENTICATION_FAILED\x10\t\x12\x12\n\x0eREASON_EXPIRED\x10\n\x12\x18\n\x14REASON_NOT_YET_VALID\x10\x0b\x12\x15\n\x11REASON_WRONG_STEP\x10\x0c\x12\x1c\n\x18REASON_LIFETIME_TOO_LONG\x10\r\x12\x19\n\x15REASON_STATE_ENCODING\x10\x0e\x12\x19\n\x15REASON_STATE_DECODING\x10\x0f\x12\x1b\n\x17REASON_INVALID_ARGUMENT\x10\x10\x12!\n\x1dREASON_RANDOMNESS_UNAVAILABLE\x10\x11\x12\x1a\n\x16REASON_INVALID_KEYRING\x10\x12\x12\x15\n\x11REASON_SINGLE_USE\x10\x13\x12\x13\n\x0fREASON_REPLAYED\x10\x14\x12\x1c\n\x18REASON_REPLAY_STORE_FULL\x10\x15\x12#\n\x1fREASON_REPLAY_STORE_UNAVAILABLE\x10\x16*c\n\tAlgorithm\x12\x19\n\x15\x41LGORITHM_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41LGORITHM_HMAC_SHA256\x10\x01\x12 \n\x1c\x41LGORITHM_XCHACHA20_POLY1305\x10\x02*n\n\tKeyStatus\x12\x1a\n\x16KEY_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12KEY_STATUS_PRIMARY\x10\x01\x12\x15\n\x11KEY_STATUS_ACTIVE\x10\x02\x12\x16\n\x12KEY_STATUS_RETIRED\x10\x03\x32\xf5\x03\n\x0cRequestState\x12;\n\x04Mint\x12\x18.reqstate.v1.MintRequest\x1a\x19.reqstate.v1.MintResponse\x12\x41\n\x06Verify\x12\x1a.reqstate.v1.VerifyRequest\x1a\x1b.reqstate.v1.VerifyResponse\x12J\n\tMintBatch\x12\x1d.reqstate.v1.MintBatchRequest\x1a\x1e.reqstate.v1.MintBatchResponse\x12P\n\x0bVerifyBatch\x12\x1f.reqstate.v1.VerifyBatchRequest\x1a .reqstate.v1.VerifyBatchResponse\x12;\n\x04Seal\x12\x18.reqstate.v1.SealRequest\x1a\x19.reqstate.v1.SealResponse\x12\x41\n\x06Unseal\x12\x1a.reqstate.v1.UnsealRequest\x1a\x1b.reqstate.v1.UnsealResponse\x12G\n\x08ListKeys\x12\x1c.reqstate.v1.ListKeysRequest\x1a\x1d.reqstate.v1.ListKeysResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'reqstate.v1.reqstate_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REASON']._serialized_start=1526
-  _globals['_REASON']._serialized_end=2049
-  _globals['_ALGORITHM']._serialized_start=2051
-  _globals['_ALGORITHM']._serialized_end=2150
-  _globals['_KEYSTATUS']._serialized_start=2152
-  _globals['_KEYSTATUS']._serialized_end=2262
+  _globals['_REASON']._serialized_start=1563
+  _globals['_REASON']._serialized_end=2197
+  _globals['_ALGORITHM']._serialized_start=2199
+  _globals['_ALGORITHM']._serialized_end=2298
+  _globals['_KEYSTATUS']._serialized_start=2300
+  _globals['_KEYSTATUS']._serialized_end=2410
   _globals['_MINTREQUEST']._serialized_start=44
-  _globals['_MINTREQUEST']._serialized_end=177
-  _globals['_MINTRESPONSE']._serialized_start=179
-  _globals['_MINTRESPONSE']._serialized_end=263
-  _globals['_VERIFYREQUEST']._serialized_start=265
-  _globals['_VERIFYREQUEST']._serialized_end=372
-  _globals['_VERIFYRESPONSE']._serialized_start=375
-  _globals['_VERIFYRESPONSE']._serialized_end=582
-  _globals['_MINTBATCHREQUEST']._serialized_start=584
-  _globals['_MINTBATCHREQUEST']._serialized_end=643
-  _globals['_ITEMERROR']._serialized_start=645
-  _globals['_ITEMERROR']._serialized_end=709
-  _globals['_MINTRESULT']._serialized_start=711
-  _globals['_MINTRESULT']._serialized_end=820
-  _globals['_MINTBATCHRESPONSE']._serialized_start=822
-  _globals['_MINTBATCHRESPONSE']._serialized_end=883
-  _globals['_VERIFYBATCHREQUEST']._serialized_start=885
-  _globals['_VERIFYBATCHREQUEST']._serialized_end=948
-  _globals['_VERIFYBATCHRESPONSE']._serialized_start=950
-  _globals['_VERIFYBATCHRESPONSE']._serialized_end=1017
-  _globals['_SEALREQUEST']._serialized_start=1019
-  _globals['_SEALREQUEST']._serialized_end=1062
-  _globals['_SEALRESPONSE']._serialized_start=1064
-  _globals['_SEALRESPONSE']._serialized_end=1109
-  _globals['_UNSEALREQUEST']._serialized_start=1111
-  _globals['_UNSEALREQUEST']._serialized_end=1154
-  _globals['_UNSEALRESPONSE']._serialized_start=1156
-  _globals['_UNSEALRESPONSE']._serialized_end=1273
-  _globals['_LISTKEYSREQUEST']._serialized_start=1275
-  _globals['_LISTKEYSREQUEST']._serialized_end=1292
-  _globals['_KEYINFO']._serialized_start=1295
-  _globals['_KEYINFO']._serialized_end=1439
-  _globals['_LISTKEYSRESPONSE']._serialized_start=1441
-  _globals['_LISTKEYSRESPONSE']._serialized_end=1523
-  _globals['_REQUESTSTATE']._serialized_start=2265
-  _globals['_REQUESTSTATE']._serialized_end=2766
+  _globals['_MINTREQUEST']._serialized_end=197
+  _globals['_MINTRESPONSE']._serialized_start=199
+  _globals['_MINTRESPONSE']._serialized_end=283
+  _globals['_VERIFYREQUEST']._serialized_start=285
+  _globals['_VERIFYREQUEST']._serialized_end=409
+  _globals['_VERIFYRESPONSE']._serialized_start=412
+  _globals['_VERIFYRESPONSE']._serialized_end=619
+  _globals['_MINTBATCHREQUEST']._serialized_start=621
+  _globals['_MINTBATCHREQUEST']._serialized_end=680
+  _globals['_ITEMERROR']._serialized_start=682
+  _globals['_ITEMERROR']._serialized_end=746
+  _globals['_MINTRESULT']._serialized_start=748
+  _globals['_MINTRESULT']._serialized_end=857
+  _globals['_MINTBATCHRESPONSE']._serialized_start=859
+  _globals['_MINTBATCHRESPONSE']._serialized_end=920
+  _globals['_VERIFYBATCHREQUEST']._serialized_start=922
+  _globals['_VERIFYBATCHREQUEST']._serialized_end=985
+  _globals['_VERIFYBATCHRESPONSE']._serialized_start=987
+  _globals['_VERIFYBATCHRESPONSE']._serialized_end=1054
+  _globals['_SEALREQUEST']._serialized_start=1056
+  _globals['_SEALREQUEST']._serialized_end=1099
+  _globals['_SEALRESPONSE']._serialized_start=1101
+  _globals['_SEALRESPONSE']._serialized_end=1146
+  _globals['_UNSEALREQUEST']._serialized_start=1148
+  _globals['_UNSEALREQUEST']._serialized_end=1191
+  _globals['_UNSEALRESPONSE']._serialized_start=1193
+  _globals['_UNSEALRESPONSE']._serialized_end=1310
+  _globals['_LISTKEYSREQUEST']._serialized_start=1312
+  _globals['_LISTKEYSREQUEST']._serialized_end=1329
+  _globals['_KEYINFO']._serialized_start=1332
+  _globals['_KEYINFO']._serialized_end=1476
+  _globals['_LISTKEYSRESPONSE']._serialized_start=1478
+  _globals['_LISTKEYSRESPONSE']._serialized_end=1560
+  _globals['_REQUESTSTATE']._serialized_start=2413
+  _globals['_REQUESTSTATE']._serialized_end=2914
 # @@protoc_insertion_point(module_scope)

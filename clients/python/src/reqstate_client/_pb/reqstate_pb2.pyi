@@ -28,6 +28,10 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_INVALID_ARGUMENT: _ClassVar[Reason]
     REASON_RANDOMNESS_UNAVAILABLE: _ClassVar[Reason]
     REASON_INVALID_KEYRING: _ClassVar[Reason]
+    REASON_SINGLE_USE: _ClassVar[Reason]
+    REASON_REPLAYED: _ClassVar[Reason]
+    REASON_REPLAY_STORE_FULL: _ClassVar[Reason]
+    REASON_REPLAY_STORE_UNAVAILABLE: _ClassVar[Reason]
 
 class Algorithm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -60,6 +64,10 @@ REASON_STATE_DECODING: Reason
 REASON_INVALID_ARGUMENT: Reason
 REASON_RANDOMNESS_UNAVAILABLE: Reason
 REASON_INVALID_KEYRING: Reason
+REASON_SINGLE_USE: Reason
+REASON_REPLAYED: Reason
+REASON_REPLAY_STORE_FULL: Reason
+REASON_REPLAY_STORE_UNAVAILABLE: Reason
 ALGORITHM_UNSPECIFIED: Algorithm
 ALGORITHM_HMAC_SHA256: Algorithm
 ALGORITHM_XCHACHA20_POLY1305: Algorithm
@@ -69,20 +77,22 @@ KEY_STATUS_ACTIVE: KeyStatus
 KEY_STATUS_RETIRED: KeyStatus
 
 class MintRequest(_message.Message):
-    __slots__ = ("tool", "step", "state", "state_json", "ttl_seconds", "context")
+    __slots__ = ("tool", "step", "state", "state_json", "ttl_seconds", "context", "single_use")
     TOOL_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SINGLE_USE_FIELD_NUMBER: _ClassVar[int]
     tool: str
     step: str
     state: bytes
     state_json: str
     ttl_seconds: int
     context: bytes
-    def __init__(self, tool: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[bytes] = ..., state_json: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., context: _Optional[bytes] = ...) -> None: ...
+    single_use: bool
+    def __init__(self, tool: _Optional[str] = ..., step: _Optional[str] = ..., state: _Optional[bytes] = ..., state_json: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., context: _Optional[bytes] = ..., single_use: _Optional[bool] = ...) -> None: ...
 
 class MintResponse(_message.Message):
     __slots__ = ("token", "key_id", "expires_at", "issued_at")
@@ -97,16 +107,18 @@ class MintResponse(_message.Message):
     def __init__(self, token: _Optional[str] = ..., key_id: _Optional[int] = ..., expires_at: _Optional[int] = ..., issued_at: _Optional[int] = ...) -> None: ...
 
 class VerifyRequest(_message.Message):
-    __slots__ = ("token", "tool", "expected_step", "context")
+    __slots__ = ("token", "tool", "expected_step", "context", "consume")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_STEP_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_FIELD_NUMBER: _ClassVar[int]
     token: str
     tool: str
     expected_step: str
     context: bytes
-    def __init__(self, token: _Optional[str] = ..., tool: _Optional[str] = ..., expected_step: _Optional[str] = ..., context: _Optional[bytes] = ...) -> None: ...
+    consume: bool
+    def __init__(self, token: _Optional[str] = ..., tool: _Optional[str] = ..., expected_step: _Optional[str] = ..., context: _Optional[bytes] = ..., consume: _Optional[bool] = ...) -> None: ...
 
 class VerifyResponse(_message.Message):
     __slots__ = ("valid", "reason", "step", "state", "state_json", "key_id", "issued_at", "expires_at", "detail")

@@ -1,0 +1,372 @@
+//! Single-use tokens (FORMAT.md §5.1, §8 step 15): the spent-token record,
+//! the store that keeps it, and [`Redemption`], through which alone the state
+//! of a single-use token is reached.
+//!
+//! The core does no I/O: a store is a trait with one atomic operation,
+//! [`ReplayStore::insert_if_absent`]. Under `std`, [`MemoryReplayStore`] is a
+//! bounded in-process store; the sidecar adds Redis for fleets. A store that
+//! must be awaited (a network store) uses the two halves directly:
+//! [`crate::Codec::verify_single_use`], then [`Redemption::finish`] with the
+//! store's answer.
+
+use core::fmt;
+
+use crate::error::Refusal;
+use crate::outcome::Verified;
+use crate::types::{KeyId, TOKEN_ID_LEN};
+
+/// What a spent single-use token is recorded under: its key id and its
+/// random token id. Never the token, which is a bearer credential.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpentId {
+    key_id: KeyId,
+    token_id: [u8; TOKEN_ID_LEN],
+}
+
+impl SpentId {
+    pub(crate) fn new(key_id: KeyId, token_id: [u8; TOKEN_ID_LEN]) -> Self {
+        SpentId { key_id, token_id }
+    }
+
+    /// The key the token was minted under.
+    pub fn key_id(&self) -> KeyId {
+        self.key_id
+    }
+
+    /// The token's random id.
+    pub fn token_id(&self) -> &[u8; TOKEN_ID_LEN] {
+        &self.token_id
+    }
+
+    /// The record's name in a shared store, after the deployment's prefix:
+    /// `spent:v1:<key id>:<token id in lowercase hex>` (FORMAT.md §5.1).
+    pub fn record_name(&self) -> alloc::string::String {
+        use core::fmt::Write as _;
+        let mut name = alloc::format!("spent:v1:{}:", self.key_id);
+        for byte in self.token_id {
+            let _ = write!(name, "{byte:02x}");
+        }
+        name
+    }
+}
+
+impl fmt::Debug for SpentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SpentId({})", self.record_name())
+    }
+}
+
+/// Why a store did not record a spent token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreError {
+    /// The store is at its capacity and every record in it is still live:
+    /// it refuses rather than forget one (which would re-open replay).
+    Full,
+    /// The store could not be reached, or did not answer in time.
+    Unavailable,
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Full => Refusal::ReplayStoreFull,
+            StoreError::Unavailable => Refusal::ReplayStoreUnavailable,
+        }
+    }
+}
+
+/// A record of spent single-use tokens.
+///
+/// [`ReplayStore::insert_if_absent`] must be atomic across everything that
+/// shares the store (every thread, every replica): of any number of
+/// concurrent inserts of one id, exactly one returns `Ok(true)`. A store
+/// must keep a record until `until` and must never drop a live record to
+/// make room: when it cannot take another, it answers [`StoreError::Full`].
+pub trait ReplayStore: Send + Sync {
+    /// Records `id` as spent until `until` (unix seconds) if it is not
+    /// recorded yet: `Ok(true)` if this call recorded it, `Ok(false)` if it
+    /// was already there. `now` is the verifier's clock, for expiring old
+    /// records.
+    fn insert_if_absent(&self, id: &SpentId, until: u64, now: u64) -> Result<bool, StoreError>;
+}
+
+/// A single-use token that passed every check of FORMAT.md §8 but the last
+/// (step 15): its state is reachable only by recording the token spent.
+#[must_use = "a single-use token's state is reached only by redeeming it"]
+pub struct Redemption<T> {
+    verified: Verified<T>,
+    spent: SpentId,
+    until: u64,
+    now: u64,
+}
+
+impl<T> Redemption<T> {
+    pub(crate) fn new(verified: Verified<T>, spent: SpentId, until: u64, now: u64) -> Self {
+        Redemption {
+            verified,
+            spent,
+            until,
+            now,
+        }
+    }
+
+    /// The same redemption with the (still unreachable) state converted by
+    /// `f`, for callers that keep the state in another form.
+    pub fn map_state<U>(self, f: impl FnOnce(T) -> U) -> Redemption<U> {
+        Redemption {
+            verified: self.verified.map_state(f),
+            spent: self.spent,
+            until: self.until,
+            now: self.now,
+        }
+    }
+
+    /// What the record is kept under.
+    pub fn spent_id(&self) -> SpentId {
+        self.spent
+    }
+
+    /// Until when the record must be kept, in unix seconds: the token's
+    /// expiry plus the clock leeway.
+    pub fn record_until(&self) -> u64 {
+        self.until
+    }
+
+    /// The verifier's clock reading at verification, in unix seconds.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Records the token spent in `store` and, if this was the first
+    /// time, gives its contents.
+    pub fn redeem(self, store: &dyn ReplayStore) -> Result<Verified<T>, Refusal> {
+        let recorded = store.insert_if_absent(&self.spent, self.until, self.now);
+        self.finish(recorded)
+    }
+
+    /// The end of a redemption whose insert the caller ran itself (an
+    /// asynchronous store): `recorded` is what
+    /// [`ReplayStore::insert_if_absent`] would have returned for
+    /// [`Redemption::spent_id`] and [`Redemption::record_until`].
+    pub fn finish(self, recorded: Result<bool, StoreError>) -> Result<Verified<T>, Refusal> {
+        match recorded {
+            Ok(true) => Ok(self.verified),
+            Ok(false) => Err(Refusal::Replayed),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Redemption<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The state is not shown: it is not the caller's until redeemed.
+        f.debug_struct("Redemption")
+            .field("spent", &self.spent)
+            .field("until", &self.until)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "std")]
+pub use memory::MemoryReplayStore;
+
+#[cfg(feature = "std")]
+mod memory {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::{ReplayStore, SpentId, StoreError};
+
+    /// Shards: a consume locks one of them, never the whole store.
+    const SHARDS: usize = 64;
+
+    /// Spent-token records in this process: for a server with one replica
+    /// (a fleet needs a shared store, such as the sidecar's Redis).
+    ///
+    /// Bounded: it holds at most its capacity of live records, spread over
+    /// 64 independently locked shards (so no global lock on the hot path).
+    /// A shard that is full first drops its expired records; if every record
+    /// in it is still live, the insert is refused with [`StoreError::Full`]
+    /// and counted ([`MemoryReplayStore::refused_full`]): a live record is
+    /// never evicted, which would re-open replay.
+    #[derive(Debug)]
+    pub struct MemoryReplayStore {
+        shards: Box<[Mutex<Shard>]>,
+        per_shard: usize,
+        refused_full: AtomicU64,
+    }
+
+    /// One shard's records, and the earliest time one of them expires: a
+    /// full shard is swept only once that time has come, so a flood of
+    /// consumes against a shard full of live records costs a comparison
+    /// each, not a scan.
+    #[derive(Debug, Default)]
+    struct Shard {
+        records: HashMap<SpentId, u64>,
+        earliest_until: u64,
+    }
+
+    impl Shard {
+        fn sweep(&mut self, now: u64) {
+            self.records.retain(|_, until| *until > now);
+            self.earliest_until = self.records.values().copied().min().unwrap_or(u64::MAX);
+        }
+    }
+
+    impl MemoryReplayStore {
+        /// A store for about `capacity` live records: 64 shards of
+        /// `capacity / 64` (rounded up) each, chosen by the token id, so a
+        /// shard can be full a little before the whole store is (with
+        /// 1 000 000, the default of the sidecar, each shard holds 15 625). A
+        /// record takes about 40 bytes plus the map's overhead.
+        pub fn new(capacity: usize) -> Self {
+            let per_shard = capacity.div_ceil(SHARDS).max(1);
+            MemoryReplayStore {
+                shards: (0..SHARDS)
+                    .map(|_| {
+                        Mutex::new(Shard {
+                            records: HashMap::new(),
+                            earliest_until: u64::MAX,
+                        })
+                    })
+                    .collect(),
+                per_shard,
+                refused_full: AtomicU64::new(0),
+            }
+        }
+
+        /// The most live records it holds.
+        pub fn capacity(&self) -> usize {
+            self.per_shard * SHARDS
+        }
+
+        /// Records held now, expired ones not yet swept included.
+        pub fn len(&self) -> usize {
+            self.shards
+                .iter()
+                .map(|s| s.lock().map_or(0, |s| s.records.len()))
+                .sum()
+        }
+
+        /// Whether it holds no record.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Inserts refused because a shard was full of live records.
+        pub fn refused_full(&self) -> u64 {
+            self.refused_full.load(Ordering::Relaxed)
+        }
+
+        /// Drops every record whose time has passed (`until <= now`).
+        pub fn sweep(&self, now: u64) {
+            for shard in self.shards.iter() {
+                if let Ok(mut shard) = shard.lock() {
+                    shard.sweep(now);
+                }
+            }
+        }
+
+        fn shard(&self, id: &SpentId) -> usize {
+            // The token id is random: its first bytes spread the records.
+            let t = id.token_id();
+            usize::from(t[0]) | (usize::from(t[1]) << 8)
+        }
+    }
+
+    impl ReplayStore for MemoryReplayStore {
+        fn insert_if_absent(&self, id: &SpentId, until: u64, now: u64) -> Result<bool, StoreError> {
+            let shard = &self.shards[self.shard(id) % SHARDS];
+            // A poisoned shard (a panic while holding it) cannot be trusted
+            // to hold its records: fail closed.
+            let mut shard = shard.lock().map_err(|_| StoreError::Unavailable)?;
+            if let Some(&recorded_until) = shard.records.get(id)
+                && recorded_until > now
+            {
+                return Ok(false);
+            }
+            if shard.records.len() >= self.per_shard && !shard.records.contains_key(id) {
+                if now >= shard.earliest_until {
+                    shard.sweep(now);
+                }
+                if shard.records.len() >= self.per_shard {
+                    self.refused_full.fetch_add(1, Ordering::Relaxed);
+                    return Err(StoreError::Full);
+                }
+            }
+            shard.records.insert(*id, until);
+            shard.earliest_until = shard.earliest_until.min(until);
+            Ok(true)
+        }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    fn id(n: u8, salt: u8) -> SpentId {
+        let mut token = [salt; TOKEN_ID_LEN];
+        token[0] = n;
+        SpentId::new(KeyId::new(7), token)
+    }
+
+    #[test]
+    fn a_record_refuses_its_second_insert_until_it_expires() {
+        let store = MemoryReplayStore::new(64);
+        assert_eq!(store.insert_if_absent(&id(1, 0), 100, 10), Ok(true));
+        assert_eq!(store.insert_if_absent(&id(1, 0), 100, 99), Ok(false));
+        // Past its time the record is gone (the token is expired by then).
+        assert_eq!(store.insert_if_absent(&id(1, 0), 200, 100), Ok(true));
+    }
+
+    #[test]
+    fn a_full_store_refuses_and_never_evicts_a_live_record() {
+        // 64 records: one per shard; ids with the same first byte share a shard.
+        let store = MemoryReplayStore::new(64);
+        assert_eq!(store.insert_if_absent(&id(3, 0), 100, 10), Ok(true));
+        assert_eq!(
+            store.insert_if_absent(&id(3, 1), 100, 10),
+            Err(StoreError::Full)
+        );
+        assert_eq!(store.refused_full(), 1);
+        // The live record is still there: its replay is still refused.
+        assert_eq!(store.insert_if_absent(&id(3, 0), 100, 50), Ok(false));
+        // Once it has expired, the shard sweeps it and takes the new one.
+        assert_eq!(store.insert_if_absent(&id(3, 1), 300, 100), Ok(true));
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn sweep_drops_expired_records_only() {
+        let store = MemoryReplayStore::new(1024);
+        for n in 0..10 {
+            let until = if n % 2 == 0 { 50 } else { 500 };
+            assert_eq!(store.insert_if_absent(&id(n, 9), until, 1), Ok(true));
+        }
+        store.sweep(100);
+        assert_eq!(store.len(), 5);
+    }
+
+    #[test]
+    fn concurrent_inserts_of_one_id_succeed_once() {
+        let store = std::sync::Arc::new(MemoryReplayStore::new(1 << 16));
+        for round in 0..50u8 {
+            let wins: usize = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        let store = store.clone();
+                        scope.spawn(move || store.insert_if_absent(&id(round, 5), 1000, 1))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("no panic"))
+                    .filter(|r| *r == Ok(true))
+                    .count()
+            });
+            assert_eq!(wins, 1, "round {round}");
+        }
+    }
+}
