@@ -224,9 +224,10 @@ fn new_key(path: &Path, algorithm: Algorithm, id: Option<u32>) -> Result<String,
     };
     let secret = Secret::generate(&OsRandom::new())
         .map_err(|e| KeysError::Refused(format!("cannot generate a key: {e}")))?;
-    let created: toml_edit::Datetime = reqstate::rfc3339_utc(now_unix())
-        .parse()
-        .map_err(|_| KeysError::Refused("the clock gives an unrepresentable time".into()))?;
+    let created: toml_edit::Datetime =
+        reqstate::rfc3339_utc(reqstate::Clock::now(&reqstate::SystemClock))
+            .parse()
+            .map_err(|_| KeysError::Refused("the clock gives an unrepresentable time".into()))?;
     let mut table = Table::new();
     table.insert("id", toml_edit::value(i64::from(id)));
     table.insert("algorithm", toml_edit::value(algorithm.name()));
@@ -334,12 +335,6 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
         ));
     }
     Ok(out)
-}
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

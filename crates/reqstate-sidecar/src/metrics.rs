@@ -204,7 +204,6 @@ impl Metrics {
     pub fn observe_replay_store(
         &self,
         elapsed: Duration,
-        _items: usize,
         answers: &[Result<bool, reqstate::StoreError>],
     ) {
         self.replay_store_latency.observe(elapsed.as_secs_f64());

@@ -300,7 +300,7 @@ impl Replay {
             }
         };
         self.metrics
-            .observe_replay_store(started.elapsed(), items.len(), &answers);
+            .observe_replay_store(started.elapsed(), &answers);
         answers
     }
 

@@ -70,20 +70,6 @@ async fn yield_between_chunks(index: usize) {
     }
 }
 
-/// A batch item that did not verify, in band: a caller error is reported
-/// as `REASON_INVALID_ARGUMENT` for that item alone.
-fn failed_item(failure: &VerifyFailure) -> pb::VerifyResponse {
-    match failure {
-        VerifyFailure::Refused(refusal) => refused_verify_response(refusal),
-        VerifyFailure::Caller(e) => pb::VerifyResponse {
-            valid: false,
-            reason: wire_reason(e.reason()).into(),
-            detail: e.to_string(),
-            ..Default::default()
-        },
-    }
-}
-
 #[tonic::async_trait]
 impl RequestState for RequestStateService {
     async fn mint(
@@ -207,7 +193,7 @@ impl RequestState for RequestStateService {
                 }
                 Err(e) => {
                     self.metrics.observe_batch_item("VerifyBatch", e.reason());
-                    failed_item(&e)
+                    e.in_band()
                 }
             });
         }

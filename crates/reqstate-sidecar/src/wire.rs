@@ -48,6 +48,15 @@ pub enum VerifyFailure {
 }
 
 impl VerifyFailure {
+    /// The in-band answer of a batch item: a caller error is reported as
+    /// `REASON_INVALID_ARGUMENT` for that item alone.
+    pub fn in_band(&self) -> pb::VerifyResponse {
+        match self {
+            VerifyFailure::Caller(e) => not_valid(e.reason(), e.to_string()),
+            VerifyFailure::Refused(refusal) => refused_verify_response(refusal),
+        }
+    }
+
     /// The reason name, for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -191,10 +200,14 @@ fn verified_response(verified: Verified<pb::verify_response::StateValue>) -> pb:
 
 /// The in-band answer for a refused token.
 pub fn refused_verify_response(refusal: &Refusal) -> pb::VerifyResponse {
+    not_valid(refusal.reason(), refusal.to_string())
+}
+
+fn not_valid(reason: &'static str, detail: String) -> pb::VerifyResponse {
     pb::VerifyResponse {
         valid: false,
-        reason: wire_reason(refusal.reason()).into(),
-        detail: refusal.to_string(),
+        reason: wire_reason(reason).into(),
+        detail,
         ..Default::default()
     }
 }
