@@ -4,8 +4,9 @@ tests/vectors/v1.json and docs/KEYRING.md. Standard library only.
 
     python3 fuzz/make-seeds.py
 
-Old seed-* files are removed first; other corpus files (the fuzzer's own,
-ignored by git) are left alone.
+Old seed-* files are removed first; other corpus files (the committed min-*
+files of fuzz/grow-corpus.sh, and the fuzzer's own, ignored by git) are left
+alone.
 """
 
 import base64

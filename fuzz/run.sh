@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build every fuzz target and run each for SECONDS on a copy of its seed corpus.
+# Build every fuzz target and run each for SECONDS on a copy of its committed
+# corpus (fuzz/corpus/<target>/seed-* and min-*).
 #
 #   bash fuzz/run.sh SECONDS [TARGET...]      (CI: bash fuzz/run.sh 20)
 #
@@ -54,7 +55,10 @@ for t in "${targets[@]}"; do
   corpus=$corpus_root/$t
   artifacts=$work/artifacts/$t
   mkdir -p "$corpus" "$artifacts"
+  # The committed corpus: the seeds and the minimized finds of the last long
+  # run (fuzz/grow-corpus.sh).
   cp "$fuzz_dir"/corpus/"$t"/seed-* "$corpus"/
+  cp "$fuzz_dir"/corpus/"$t"/min-* "$corpus"/ 2>/dev/null || true
   log=$log_dir/$t.log
   start=$(date +%s.%N)
   status=0

@@ -97,6 +97,10 @@ deny_check
 step "TypeScript package build (its reqstate-ts command is in tests/cli_conformance.rs)"
 bash clients/typescript/build.sh
 
+step "Python in-process package build (its python -m reqstate is in tests/cli_conformance.rs)"
+bash crates/reqstate-python/run-tests.sh --install-only
+export REQSTATE_PYTHON="$PWD/crates/reqstate-python/.venv/bin/python"
+
 step "tests (unit, integration, doc)"
 cargo test --workspace --locked
 
@@ -133,6 +137,9 @@ step "mutation check: every rule of the Python verifier broken one at a time mus
 # The clients run against the debug binary that `cargo test` built above.
 export REQSTATE_BIN="$PWD/target/debug/reqstate"
 
+step "stock gRPC clients over the Unix socket, no channel options: grpcio (C core) and @grpc/grpc-js"
+bash tests/stock_clients/run.sh
+
 step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar"
 bash clients/node/run-tests.sh
 
@@ -141,6 +148,12 @@ bash clients/typescript/run-tests.sh
 
 step "Python client (grpcio) and the official mcp SDK end to end against the real sidecar"
 bash clients/python/run-tests.sh
+
+step "Python in-process package (PyO3): vectors, cross-implementation, fork safety, GIL, the mcp SDK end to end"
+bash crates/reqstate-python/run-tests.sh
+
+step "deployment kit: Kubernetes manifests and the systemd unit, validated and run (deploy/run-tests.sh)"
+bash deploy/run-tests.sh
 
 step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
 bash fuzz/run.sh 20

@@ -21,10 +21,10 @@ struct Implementation {
     argv: Vec<String>,
 }
 
-/// EVERY implementation of the command line, in one place: the Rust binary
-/// and the TypeScript package (`reqstate-ts`, clients/typescript). The
-/// Python package (`python -m reqstate`, issue 15) joins here when it
-/// exists; every case below runs through every ordered pair of them.
+/// EVERY implementation of the command line, in one place: the Rust binary,
+/// the TypeScript package (`reqstate-ts`, clients/typescript) and the Python
+/// package (`python -m reqstate`, crates/reqstate-python); every case below
+/// runs through every ordered pair of them.
 fn implementations() -> Vec<Implementation> {
     vec![
         Implementation {
@@ -36,7 +36,25 @@ fn implementations() -> Vec<Implementation> {
             name: "typescript",
             argv: vec!["node".into(), root("clients/typescript/dist/cli.js")],
         },
+        // Installed by crates/reqstate-python/run-tests.sh into that
+        // directory's .venv (scripts/test.sh runs it first).
+        Implementation {
+            name: "python",
+            argv: vec![python(), "-m".into(), "reqstate".into()],
+        },
     ]
+}
+
+/// The Python interpreter that has the `reqstate` package installed:
+/// `$REQSTATE_PYTHON`, else the runner's virtualenv,
+/// crates/reqstate-python/.venv/bin/python. One that is missing or cannot
+/// import the package fails `every_implementation_is_runnable` (with the
+/// runner named in its message): nothing is skipped.
+fn python() -> String {
+    match std::env::var("REQSTATE_PYTHON") {
+        Ok(python) if !python.is_empty() => python,
+        _ => root("crates/reqstate-python/.venv/bin/python"),
+    }
 }
 
 fn root(path: &str) -> String {
@@ -112,9 +130,14 @@ fn run(imp: &Implementation, args: &[String], stdin: Option<&str>) -> TestResult
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("{}: cannot run {:?}: {e}", imp.name, imp.argv))?;
+    let mut child = command.spawn().map_err(|e| {
+        let hint = if imp.name == "python" {
+            " (run `bash crates/reqstate-python/run-tests.sh` first, or set REQSTATE_PYTHON)"
+        } else {
+            ""
+        };
+        format!("{}: cannot run {:?}: {e}{hint}", imp.name, imp.argv)
+    })?;
     if let Some(text) = stdin {
         child
             .stdin
@@ -935,7 +958,13 @@ fn every_implementation_is_runnable() -> TestResult {
     for imp in &imps {
         // `--help` must work: a listed implementation that cannot start fails here.
         let out = run(imp, &strings(&["mint", "--help"]), None)?;
-        assert_eq!(out.status.code(), Some(0), "{}: mint --help", imp.name);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: mint --help: {}",
+            imp.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
         for flag in [
             "--keyring",
             "--tool",

@@ -3,7 +3,16 @@
 //! rejected, no call fails, memory stays flat.
 //!
 //! `REQSTATE_SOAK_SECONDS` (default 10) sets the length; loopback only, and
-//! every loop is bounded by that deadline.
+//! every loop is bounded by that deadline. `REQSTATE_SOAK_SAMPLE_SECONDS`
+//! (default: no series) prints the sidecar's resident memory and open file
+//! descriptors at that interval, for `scripts/long-run.sh`.
+//!
+//! The keyring keeps a window of about [`KEY_WINDOW`] keys: the oldest leaves
+//! the file when a new one is added, so an hour of rotation does not grow the
+//! keyring (which would look like a leak). A key leaves only once no token it
+//! may have signed can still be verified: every client's current round trip
+//! began, and every token in the shared pool was minted, after the key
+//! stopped being primary (rotation epochs, [`Report::epoch`]).
 
 #[path = "support/sidecar_process.rs"]
 mod sidecar_process;
@@ -21,6 +30,9 @@ use sidecar_process::{Sidecar, SidecarOptions, TestResult, eventually, secret, w
 use tonic::transport::Channel;
 
 const TOOL: &str = "soak";
+
+/// How many keys the rotating keyring holds at most.
+const KEY_WINDOW: usize = 6;
 
 /// A keyring body with the given `(id, status)` keys.
 fn keyring(keys: &[(u32, &str)]) -> String {
@@ -47,6 +59,11 @@ fn publish(volume: &Path, generation: u32, body: &str) -> TestResult {
     Ok(())
 }
 
+/// Open file descriptors of a process.
+fn open_fds(pid: i32) -> TestResult<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}
+
 fn rss_kib(pid: i32) -> TestResult<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
@@ -60,16 +77,48 @@ fn rss_kib(pid: i32) -> TestResult<u64> {
         .parse()?)
 }
 
-#[derive(Default)]
 struct Report {
+    /// The rotation epoch: how many promotions the sidecar has confirmed.
+    epoch: AtomicU64,
+    /// Per client, the epoch its current round trip began in (`u64::MAX`
+    /// when it is not in one).
+    client_epochs: Vec<AtomicU64>,
     round_trips: AtomicU64,
     cross_checks: AtomicU64,
     failures: Mutex<Vec<String>>,
-    /// Recently minted tokens, verified again by other clients later.
-    pool: Mutex<VecDeque<String>>,
+    /// Recently minted tokens with the epoch their round trip began in,
+    /// verified again by other clients later.
+    pool: Mutex<VecDeque<(String, u64)>>,
 }
 
 impl Report {
+    fn new(clients: usize) -> Self {
+        Report {
+            epoch: AtomicU64::new(0),
+            client_epochs: (0..clients).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            round_trips: AtomicU64::new(0),
+            cross_checks: AtomicU64::new(0),
+            failures: Mutex::new(Vec::new()),
+            pool: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The oldest epoch a token still to be verified may come from: the
+    /// pool's and the clients', read under the pool's lock.
+    fn oldest_epoch_in_use(&self) -> u64 {
+        let Ok(pool) = self.pool.lock() else {
+            return 0;
+        };
+        let pooled = pool.iter().map(|(_, e)| *e).min().unwrap_or(u64::MAX);
+        let clients = self
+            .client_epochs
+            .iter()
+            .map(|e| e.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(u64::MAX);
+        clients.min(pooled)
+    }
+
     fn fail(&self, what: String) {
         if let Ok(mut f) = self.failures.lock() {
             f.push(what);
@@ -101,6 +150,7 @@ async fn verify(client: &mut RequestStateClient<Channel>, token: String) -> Resu
 }
 
 async fn client_loop(
+    index: usize,
     mut client: RequestStateClient<Channel>,
     deadline: Instant,
     stop: Arc<AtomicBool>,
@@ -109,6 +159,8 @@ async fn client_loop(
     let mut i = 0u64;
     while Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
         i += 1;
+        let epoch = report.epoch.load(Ordering::SeqCst);
+        report.client_epochs[index].store(epoch, Ordering::SeqCst);
         let minted = match client
             .mint(pb::MintRequest {
                 tool: TOOL.into(),
@@ -132,11 +184,17 @@ async fn client_loop(
             report.fail(e);
         }
         // A token another client minted earlier, possibly before a reload.
+        // Under the pool's lock, so the rotator never sees the popped token
+        // in neither place.
         let older = report.pool.lock().ok().and_then(|mut p| {
-            p.push_back(minted.token);
-            if p.len() > 256 { p.pop_front() } else { None }
+            p.push_back((minted.token, epoch));
+            let popped = if p.len() > 256 { p.pop_front() } else { None };
+            if let Some((_, minted_in)) = &popped {
+                report.client_epochs[index].fetch_min(*minted_in, Ordering::SeqCst);
+            }
+            popped
         });
-        if let Some(token) = older {
+        if let Some((token, _)) = older {
             match verify(&mut client, token).await {
                 Ok(()) => {
                     report.cross_checks.fetch_add(1, Ordering::SeqCst);
@@ -146,6 +204,39 @@ async fn client_loop(
         }
         report.round_trips.fetch_add(1, Ordering::SeqCst);
     }
+    report.client_epochs[index].store(u64::MAX, Ordering::SeqCst);
+}
+
+/// With `REQSTATE_SOAK_SAMPLE_SECONDS` set, prints one line per interval
+/// until the deadline: elapsed time, the sidecar's RSS and open descriptors,
+/// and the round trips so far.
+fn sample_every(
+    pid: i32,
+    deadline: Instant,
+    report: Arc<Report>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let every: u64 = std::env::var("REQSTATE_SOAK_SAMPLE_SECONDS")
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|s| *s > 0)?;
+    let started = Instant::now();
+    Some(tokio::spawn(async move {
+        println!("sample: elapsed_s rss_kib open_fds round_trips");
+        loop {
+            let rss = rss_kib(pid).map_or_else(|e| format!("error: {e}"), |v| v.to_string());
+            let fds = open_fds(pid).map_or_else(|e| format!("error: {e}"), |v| v.to_string());
+            println!(
+                "sample: {} {rss} {fds} {}",
+                started.elapsed().as_secs(),
+                report.round_trips.load(Ordering::SeqCst)
+            );
+            if Instant::now() + Duration::from_secs(every) > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(every)).await;
+        }
+    }))
 }
 
 async fn generation(client: &mut RequestStateClient<Channel>) -> TestResult<u64> {
@@ -177,17 +268,19 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
     let pid = sidecar.pid()?.as_raw();
     let mut admin = sidecar.unix_client().await?;
 
-    let report = Arc::new(Report::default());
+    const CLIENTS: usize = 8;
+    let report = Arc::new(Report::new(CLIENTS));
     let stop = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
-    for i in 0..8 {
+    for i in 0..CLIENTS {
         let client = if i % 2 == 0 {
             sidecar.unix_client().await?
         } else {
             sidecar.tcp_client().await?
         };
         tasks.push(tokio::spawn(client_loop(
+            i,
             client,
             deadline,
             stop.clone(),
@@ -197,28 +290,64 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_start = rss_kib(pid)?;
+    let fds_start = open_fds(pid)?;
+    let sampler = sample_every(pid, deadline, report.clone());
 
     // Rotate until the deadline: add the next key (active), promote it, and in
     // between publish a malformed file that must be refused. Keys are never
     // retired under load, so every token minted stays valid.
     let mut published = 0u32;
     let mut malformed = 0u64;
+    let mut rotated_in = 0u64;
+    let mut next_id = 1u32;
     let mut keys: Vec<(u32, &str)> = vec![(1, "primary")];
+    // Key id -> the epoch in which it stopped being primary.
+    let mut demoted_at = std::collections::HashMap::new();
     let mut expected_generation = generation(&mut admin).await?;
+    // Generous: under a loaded machine a reload can take seconds.
+    let patience = Duration::from_secs(60);
     while Instant::now() + Duration::from_millis(800) < deadline {
-        let next = keys.len() as u32 + 1;
+        next_id += 1;
+        let next = next_id;
+        rotated_in += 1;
         for stage in 0..3 {
             published += 1;
             match stage {
-                0 => keys.push((next, "active")),
+                0 => {
+                    keys.push((next, "active"));
+                    // Drop the oldest keys no token in use can come from.
+                    while keys.len() > KEY_WINDOW {
+                        match demoted_at.get(&keys[0].0) {
+                            Some(&epoch) if report.oldest_epoch_in_use() >= epoch => {
+                                keys.remove(0);
+                            }
+                            _ => break,
+                        }
+                    }
+                }
                 1 => {
                     malformed += 1;
                     publish(&volume, published, "[[key]]\nid = \"not a number\"\n")?;
-                    // Give the watcher time to see and refuse it.
-                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    // Wait until the watcher has seen and refused it, so every
+                    // malformed file is read (not coalesced with the next).
+                    let refused = malformed as f64;
+                    eventually(patience, "the refusal of a malformed keyring", || {
+                        let sidecar = &sidecar;
+                        async move {
+                            Ok((sidecar
+                                .metric("reqstate_keyring_reload_failures_total")
+                                .await?
+                                >= refused)
+                                .then_some(()))
+                        }
+                    })
+                    .await?;
                     continue;
                 }
                 _ => {
+                    if let Some(old) = keys.iter().find(|k| k.1 == "primary") {
+                        demoted_at.insert(old.0, u64::MAX);
+                    }
                     for k in &mut keys {
                         k.1 = if k.0 == next { "primary" } else { "active" };
                     }
@@ -227,18 +356,32 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
             publish(&volume, published, &keyring(&keys))?;
             expected_generation += 1;
             let target = expected_generation;
-            eventually(Duration::from_secs(10), "the reload", || {
+            eventually(patience, "the reload", || {
                 let mut probe = admin.clone();
                 async move { Ok((generation(&mut probe).await? >= target).then_some(())) }
             })
             .await?;
+            if stage == 2 {
+                // The promotion is in service: from now on no mint uses the
+                // old primary.
+                let epoch = report.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+                for at in demoted_at.values_mut() {
+                    if *at == u64::MAX {
+                        *at = epoch;
+                    }
+                }
+            }
         }
     }
     stop.store(true, Ordering::SeqCst);
     for task in tasks {
         task.await?;
     }
+    if let Some(sampler) = sampler {
+        sampler.await?;
+    }
     let rss_end = rss_kib(pid)?;
+    let fds_end = open_fds(pid)?;
 
     let failures = report
         .failures
@@ -250,11 +393,12 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
         .metric("reqstate_keyring_reload_failures_total")
         .await?;
     println!(
-        "soak {seconds} s: {round_trips} round trips, {} cross-client re-verifications, {} keys rotated in, \
+        "soak {seconds} s: {round_trips} round trips, {} cross-client re-verifications, {} keys rotated in ({} in the keyring at the end), \
          {malformed} malformed files refused ({reload_failures} reload failures counted), \
-         RSS {rss_start} KiB -> {rss_end} KiB, {} failures",
+         RSS {rss_start} KiB -> {rss_end} KiB, open fds {fds_start} -> {fds_end}, {} failures",
         report.cross_checks.load(Ordering::SeqCst),
-        keys.len() - 1,
+        rotated_in,
+        keys.len(),
         failures.len()
     );
     assert!(
@@ -264,7 +408,11 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
         failures.first()
     );
     assert!(round_trips > 100, "the load barely ran: {round_trips}");
-    assert!(keys.len() >= 3, "too few rotations: {}", keys.len());
+    assert!(rotated_in >= 2, "too few rotations: {rotated_in}");
+    assert!(
+        fds_end <= fds_start + 8,
+        "open file descriptors grew from {fds_start} to {fds_end}"
+    );
     assert!(
         reload_failures >= malformed as f64,
         "malformed files were not all refused and counted"
@@ -286,11 +434,18 @@ async fn soak_with_rotation_reload_and_faulty_files_rejects_no_valid_token() -> 
         })
         .await?
         .into_inner();
+    let successor = keys
+        .iter()
+        .map(|k| k.0)
+        .find(|id| *id != token.key_id)
+        .ok_or("the window holds one key only")?;
     for k in &mut keys {
         if k.0 == token.key_id {
             k.1 = "retired";
-        } else if k.0 == 1 {
+        } else if k.0 == successor {
             k.1 = "primary";
+        } else {
+            k.1 = "active";
         }
     }
     published += 1;

@@ -117,3 +117,76 @@ async fn tls_listener_serves_only_clients_with_a_certificate_from_the_client_ca(
     assert!(plaintext, "a plaintext call was served on the TLS listener");
     Ok(())
 }
+
+/// `reqstate health` over TLS: with the CA and a client certificate the exec
+/// probe passes; without the client certificate, or trusting another CA, it
+/// fails with exit 1.
+#[tokio::test]
+async fn health_probe_speaks_mutual_tls() -> TestResult {
+    let pki = pki()?;
+    let dir = tempfile::tempdir()?;
+    let file = |name: &str, text: &str| -> TestResult<String> {
+        let path = dir.path().join(name);
+        write_private(&path, text)?;
+        Ok(path.display().to_string())
+    };
+    let ca = file("ca.pem", &pki.ca)?;
+    let client_cert = file("client.pem", &pki.client.0)?;
+    let client_key = file("client.key", &pki.client.1)?;
+    let stranger_ca = file("stranger.pem", &pki.stranger.0)?;
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--tls-cert")
+            .arg(file("server.pem", &pki.server.0)?)
+            .arg("--tls-key")
+            .arg(file("server.key", &pki.server.1)?)
+            .arg("--client-ca")
+            .arg(ca.clone()),
+    )
+    .await?;
+    let listen = format!("tcp:{}", sidecar.tcp);
+    let probe = |extra: &[&str]| -> TestResult<std::process::Output> {
+        let mut args = vec!["health", "--listen", &listen];
+        args.extend_from_slice(extra);
+        sidecar_process::run_cli(&args)
+    };
+
+    let ok = probe(&[
+        "--tls-ca",
+        &ca,
+        "--tls-cert",
+        &client_cert,
+        "--tls-key",
+        &client_key,
+        "--tls-server-name",
+        "localhost",
+    ])?;
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&ok.stdout), "SERVING\n");
+
+    for (what, extra) in [
+        ("no client certificate", vec!["--tls-ca", ca.as_str()]),
+        (
+            "another CA trusted",
+            vec![
+                "--tls-ca",
+                stranger_ca.as_str(),
+                "--tls-cert",
+                &client_cert,
+                "--tls-key",
+                &client_key,
+            ],
+        ),
+        ("plaintext", vec![]),
+    ] {
+        let out = probe(&extra)?;
+        assert_eq!(out.status.code(), Some(1), "{what}: {out:?}");
+        assert!(out.stdout.is_empty(), "{what}: {out:?}");
+    }
+    Ok(())
+}

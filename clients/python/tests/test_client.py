@@ -33,6 +33,19 @@ def test_health_answers_without_the_bearer_token(sidecar: Sidecar, transport: st
         assert client.health("reqstate.v1.RequestState") == "SERVING"
 
 
+def test_the_socket_needs_no_channel_option_and_still_takes_the_old_one(sidecar: Sidecar) -> None:
+    # The client sets no `grpc.default_authority` any more: grpcio sends the
+    # socket path, percent-encoded, as :authority, which the sidecar accepts
+    # on Unix sockets (vendor/h2/PATCH.md). Code that still passes the old
+    # workaround keeps working.
+    assert sidecar.client("unix")._grpc_target.startswith("unix:")
+    for options in ([], [("grpc.default_authority", "localhost")]):
+        with Client(sidecar.unix_target, sidecar.auth_token, 5.0, options=options) as client:
+            minted = client.mint("t", "s", state_json=1, ttl_seconds=60)
+            assert client.verify(minted.token, "t", expected_step="s").json() == 1
+            assert client.health() == "SERVING"
+
+
 def test_mint_then_verify_json_state(sidecar: Sidecar, transport: str) -> None:
     with sidecar.client(transport) as client:
         before = int(time.time())

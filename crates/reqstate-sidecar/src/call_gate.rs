@@ -1,4 +1,4 @@
-//! Who may call, and how many at once: the bearer token, the Unix peer-uid allow-list, the global concurrency limit and the separate, smaller health limit, checked before any service sees a request; and the call deadline, held until a response stream ends.
+//! Who may call, and how many at once: a malformed `:authority` (accepted on Unix sockets only), the bearer token, the Unix peer-uid allow-list, the global concurrency limit and the separate, smaller health limit, checked before any service sees a request; and the call deadline, held until a response stream ends.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +19,7 @@ use tower::{Layer, Service};
 
 use crate::config::BearerToken;
 use crate::metrics::Metrics;
+use crate::wire;
 
 /// Health checks need neither the bearer token nor an allowed uid, so that
 /// orchestrator probes work without secrets; they have their own limits
@@ -98,6 +99,41 @@ struct Admission {
     metrics: Arc<Metrics>,
 }
 
+/// Refuses a request whose `:authority` is not a valid URI authority unless
+/// it came over a Unix socket.
+///
+/// gRPC's C core (Python, Ruby, PHP, C++), grpc-java and grpc-swift send a
+/// Unix socket's path, percent-encoded (`tmp%2Freqstate.sock`), as the
+/// authority. The vendored h2 (vendor/h2/PATCH.md) passes such requests on
+/// with the raw value in [`h2::ext::MalformedAuthority`] instead of resetting
+/// the stream. On a Unix socket the authority names nothing (the socket is
+/// the address) and is accepted; on TCP it stays an error, as upstream h2
+/// has it, answered `INVALID_ARGUMENT`.
+fn check_authority<B>(request: &Request<B>) -> Result<(), Status> {
+    let Some(malformed) = request.extensions().get::<h2::ext::MalformedAuthority>() else {
+        return Ok(());
+    };
+    if request.extensions().get::<UdsConnectInfo>().is_some() {
+        return Ok(());
+    }
+    Err(wire::invalid_argument(format!(
+        "malformed :authority {:?}: not a valid URI authority (accepted on Unix sockets only)",
+        String::from_utf8_lossy(malformed.as_bytes())
+    )))
+}
+
+fn unauthenticated(message: &str) -> Status {
+    wire::error_status(tonic::Code::Unauthenticated, "unauthenticated", message)
+}
+
+fn permission_denied(message: impl Into<String>) -> Status {
+    wire::error_status(tonic::Code::PermissionDenied, "permission_denied", message)
+}
+
+fn overloaded(message: String) -> Status {
+    wire::error_status(tonic::Code::ResourceExhausted, "overloaded", message)
+}
+
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(digest::digest(&digest::SHA256, bytes).as_ref());
@@ -120,13 +156,11 @@ impl Admission {
             .headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
-            })?;
+            .ok_or_else(|| unauthenticated("missing `authorization: Bearer <token>` metadata"))?;
         if bool::from(sha256(presented).ct_eq(expected)) {
             Ok(())
         } else {
-            Err(Status::unauthenticated("wrong bearer token"))
+            Err(unauthenticated("wrong bearer token"))
         }
     }
 
@@ -141,10 +175,10 @@ impl Admission {
         };
         match info.peer_cred.map(|cred| cred.uid()) {
             Some(uid) if self.allowed_uids.contains(&uid) => Ok(()),
-            Some(uid) => Err(Status::permission_denied(format!(
+            Some(uid) => Err(permission_denied(format!(
                 "uid {uid} is not in the sidecar's --allow-uid list"
             ))),
-            None => Err(Status::permission_denied(
+            None => Err(permission_denied(
                 "the peer's credentials could not be read",
             )),
         }
@@ -159,7 +193,7 @@ impl Admission {
                     .clone()
                     .try_acquire_owned()
                     .map_err(|_| {
-                        Status::resource_exhausted(format!(
+                        overloaded(format!(
                             "the sidecar is at its limit of {} health Watch streams; \
                      use Check, or retry with backoff",
                             max_health_watches(self.max_health_calls)
@@ -174,7 +208,7 @@ impl Admission {
             .clone()
             .try_acquire_owned()
             .map_err(|_| {
-                Status::resource_exhausted(format!(
+                overloaded(format!(
                     "the sidecar is at its limit of {} health calls in \
                      progress; retry with backoff",
                     self.max_health_calls
@@ -193,7 +227,7 @@ impl Admission {
         self.check_peer_uid(request)
             .map_err(|status| (status, "permission_denied"))?;
         let call = self.permits.clone().try_acquire_owned().map_err(|_| {
-            let status = Status::resource_exhausted(format!(
+            let status = overloaded(format!(
                 "the sidecar is at its limit of {} calls in progress; retry with backoff",
                 self.max_concurrent_calls
             ));
@@ -290,7 +324,9 @@ where
         let deadline = Instant::now() + admission.call_timeout;
         let path = request.uri().path();
         let rpc = rpc_label(path);
-        let admitted = if path.starts_with(HEALTH_PATH_PREFIX) {
+        let admitted = if let Err(status) = check_authority(&request) {
+            Err((status, "invalid_argument"))
+        } else if path.starts_with(HEALTH_PATH_PREFIX) {
             admission
                 .admit_health(path)
                 .map_err(|status| (status, "overloaded"))
@@ -339,11 +375,15 @@ impl GatedBody {
     }
 
     fn deadline_trailers(&self) -> Result<HeaderMap, Status> {
-        let status = Status::deadline_exceeded(format!(
-            "the call deadline of {} ms (--call-timeout-ms) passed; the stream is closed, \
+        let status = wire::error_status(
+            tonic::Code::DeadlineExceeded,
+            "deadline_exceeded",
+            format!(
+                "the call deadline of {} ms (--call-timeout-ms) passed; the stream is closed, \
              reopen it to continue",
-            self.timeout.as_millis()
-        ));
+                self.timeout.as_millis()
+            ),
+        );
         let mut trailers = HeaderMap::new();
         status.add_header(&mut trailers)?;
         Ok(trailers)

@@ -1,7 +1,7 @@
 //! The command line: every subcommand and flag of `reqstate`, with its
 //! `REQSTATE_*` variable. Parsing only; `serve`'s flags are checked into a
-//! [`crate::config::ServeConfig`], the others are run by [`crate::keys`] and
-//! [`crate::local`].
+//! [`crate::config::ServeConfig`], the others are run by [`crate::keys`],
+//! [`crate::local`] and [`crate::health`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -67,6 +67,47 @@ pub enum Command {
     /// Show a token's header (version, kind, key id, algorithm, size) without
     /// keys. Never decrypts or verifies anything.
     Inspect(InspectArgs),
+    /// Ask a running sidecar whether it is serving (grpc.health.v1 `Check`):
+    /// exit 0 and print `SERVING` if so, exit 1 otherwise. An exec probe.
+    Health(HealthArgs),
+}
+
+/// The flags of `reqstate health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// The sidecar to ask: `unix:PATH` or `tcp:HOST:PORT`. Default: the
+    /// first address of `REQSTATE_LISTEN` (the variable `serve` reads, so a
+    /// probe in the sidecar's own environment finds it), else
+    /// `tcp:127.0.0.1:50051` (`serve --dev`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+
+    /// The health service name to check: empty for the whole sidecar, or
+    /// `reqstate.v1.RequestState`.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub service: String,
+
+    /// Give up after this many milliseconds (connecting included) and exit 1.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub timeout_ms: u64,
+
+    /// TCP only: connect with TLS, trusting this CA (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// TCP only: the client certificate chain (PEM) for a sidecar that
+    /// requires one (`--client-ca`).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TCP only: the client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// TCP only: the name to expect in the server certificate. Default: the
+    /// host of `--listen`.
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    pub tls_server_name: Option<String>,
 }
 
 /// The flags of `reqstate serve`.
@@ -152,6 +193,14 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allow_uids: Vec<u32>,
+
+    /// Give the Unix sockets to this group (a name or a numeric gid) with
+    /// mode 0660 instead of 0600, so that MCP servers running as other users
+    /// in that group can connect (connecting needs write permission on the
+    /// socket itself). Narrow further with --allow-uid. The sidecar's user
+    /// must be a member of the group (or root).
+    #[arg(long, env = "REQSTATE_SOCKET_GROUP", value_name = "GROUP")]
+    pub socket_group: Option<String>,
 
     /// Lifetime of tokens minted with `ttl_seconds = 0`, in seconds.
     #[arg(long, env = "REQSTATE_DEFAULT_TTL", default_value_t = 600)]

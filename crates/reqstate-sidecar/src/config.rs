@@ -158,6 +158,8 @@ pub struct ServeConfig {
     pub tls: Option<TlsConfig>,
     /// Peer uids allowed on Unix sockets; empty means any.
     pub allow_uids: Vec<u32>,
+    /// The group given the Unix sockets (mode 0660); `None`: owner only (0600).
+    pub socket_group: Option<u32>,
     /// Limits.
     pub limits: Limits,
     /// How long draining may take.
@@ -192,6 +194,22 @@ impl std::error::Error for ConfigError {}
 impl From<KeyringLoadError> for ConfigError {
     fn from(e: KeyringLoadError) -> Self {
         ConfigError(e.to_string())
+    }
+}
+
+/// `--socket-group`: a group name, or a numeric gid.
+fn resolve_group(text: &str) -> Result<u32, ConfigError> {
+    if let Ok(gid) = text.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(text) {
+        Ok(Some(group)) => Ok(group.gid.as_raw()),
+        Ok(None) => Err(ConfigError::new(format!(
+            "--socket-group {text}: no such group"
+        ))),
+        Err(e) => Err(ConfigError::new(format!(
+            "--socket-group {text}: cannot look the group up: {e}"
+        ))),
     }
 }
 
@@ -312,6 +330,11 @@ impl ServeConfig {
             return Err(ConfigError::new("--call-timeout-ms must be at least 1"));
         }
 
+        let socket_group = args
+            .socket_group
+            .as_deref()
+            .map(resolve_group)
+            .transpose()?;
         let mut listen = args
             .listen
             .iter()
@@ -401,6 +424,7 @@ impl ServeConfig {
             bearer_token,
             tls,
             allow_uids: args.allow_uids,
+            socket_group,
             limits: Limits {
                 default_ttl: Duration::from_secs(args.default_ttl),
                 max_request_bytes: args.max_request_bytes,

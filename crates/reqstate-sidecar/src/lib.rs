@@ -18,6 +18,7 @@
 //! - [`metrics`]: Prometheus metrics and readiness on an admin listener.
 //! - [`serve`]: assembly, signals and draining.
 //! - [`keys`], [`local`]: the key tooling and local mint/verify/inspect.
+//! - [`health`]: `reqstate health`, the exec probe.
 
 // The other lints are declared once, in the workspace's `[workspace.lints]`.
 #![forbid(unsafe_code)]
@@ -26,7 +27,10 @@ pub mod call_gate;
 pub mod call_metrics;
 pub mod cli;
 pub mod config;
-pub mod keyring_source;
+pub mod health;
+/// Keyring files on disk and their checks: the `reqstate-keyring-file`
+/// crate, under the name the sidecar's modules use.
+pub use reqstate_keyring_file as keyring_source;
 pub mod keys;
 pub mod listeners;
 pub mod live_keyring;
@@ -78,6 +82,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Mint(args) => local::mint(args),
         Command::Verify(args) => local::verify(args),
         Command::Inspect(args) => local::inspect(args),
+        Command::Health(args) => health::run(&args),
     };
     ExitCode::from(code)
 }

@@ -1,4 +1,4 @@
-//! Binding the gRPC listeners: Unix sockets private from their first moment and mode 0600 (stale sockets removed only when provably dead) and TCP.
+//! Binding the gRPC listeners: Unix sockets private from their first moment and mode 0600, or 0660 for one chosen group (stale sockets removed only when provably dead), and TCP.
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -37,15 +37,19 @@ impl std::fmt::Display for BindError {
 
 impl std::error::Error for BindError {}
 
-/// Binds one listener.
-pub async fn bind(addr: &ListenAddr) -> Result<BoundListener, BindError> {
+/// Binds one listener. A Unix socket is mode 0600, or with `socket_group`
+/// mode 0660 and that group.
+pub async fn bind(
+    addr: &ListenAddr,
+    socket_group: Option<u32>,
+) -> Result<BoundListener, BindError> {
     let wrap = |error| BindError {
         addr: addr.clone(),
         error,
     };
     match addr {
         ListenAddr::Unix(path) => {
-            bind_unix(path)
+            bind_unix(path, socket_group)
                 .map_err(wrap)
                 .map(|listener| BoundListener::Unix {
                     listener,
@@ -87,19 +91,24 @@ fn clear_stale_socket(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Binds a Unix socket that only its owner can connect to, from the first
-/// moment it exists, whatever the umask: it is bound inside a fresh
-/// directory of mode 0700 next to `path` (so no other user can reach it
-/// there, even while its own mode is still the umask's), restricted to
-/// 0600, then renamed into place, and the directory removed. The umask is
+/// Binds a Unix socket that only its owner can connect to (or, with
+/// `group`, its owner and that group), from the first moment it exists,
+/// whatever the umask: it is bound inside a fresh directory of mode 0700
+/// next to `path` (so no other user can reach it there, even while its own
+/// mode is still the umask's), given its group and restricted to 0600 or
+/// 0660, then renamed into place, and the directory removed. The umask is
 /// never touched: it is process-wide, and the runtime is multi-threaded.
-fn bind_unix(path: &Path) -> io::Result<UnixListener> {
-    bind_unix_observed(path, &mut |_| {})
+fn bind_unix(path: &Path, group: Option<u32>) -> io::Result<UnixListener> {
+    bind_unix_observed(path, group, &mut |_| {})
 }
 
 /// [`bind_unix`], calling `observe` with the socket's path at the first
 /// moment the socket exists (for tests).
-fn bind_unix_observed(path: &Path, observe: &mut dyn FnMut(&Path)) -> io::Result<UnixListener> {
+fn bind_unix_observed(
+    path: &Path,
+    group: Option<u32>,
+    observe: &mut dyn FnMut(&Path),
+) -> io::Result<UnixListener> {
     clear_stale_socket(path)?;
     if path.file_name().is_none() {
         return Err(io::Error::new(
@@ -113,7 +122,19 @@ fn bind_unix_observed(path: &Path, observe: &mut dyn FnMut(&Path)) -> io::Result
     let staged = staging.path.join("s");
     let listener = UnixListener::bind(&staged)?;
     observe(&staged);
-    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+    let mode = match group {
+        Some(gid) => {
+            std::os::unix::fs::chown(&staged, None, Some(gid)).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot give the socket to group {gid} (--socket-group): {e}"),
+                )
+            })?;
+            0o660
+        }
+        None => 0o600,
+    };
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode))?;
     std::fs::rename(&staged, path)?;
     Ok(listener)
 }
@@ -173,14 +194,14 @@ mod tests {
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("r.sock");
-        let first = bind_unix(&path)?;
+        let first = bind_unix(&path, None)?;
         let mode = std::fs::metadata(&path)?.permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         // A live socket is not taken over.
-        assert!(bind_unix(&path).is_err());
+        assert!(bind_unix(&path, None).is_err());
         drop(first);
         // A dead one is.
-        bind_unix(&path)?;
+        bind_unix(&path, None)?;
         Ok(())
     }
 
@@ -212,7 +233,7 @@ mod tests {
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777))?;
         let path = shared.join("r.sock");
         let mut first_seen = None;
-        let _listener = bind_unix_observed(&path, &mut |socket| {
+        let _listener = bind_unix_observed(&path, None, &mut |socket| {
             // What umask 000 would give the socket at bind: the widest mode.
             let widened = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o777));
             first_seen = Some((
@@ -242,8 +263,58 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("r.sock");
         std::fs::write(&path, b"precious")?;
-        assert!(bind_unix(&path).is_err());
+        assert!(bind_unix(&path, None).is_err());
         assert_eq!(std::fs::read(&path)?, b"precious");
+        Ok(())
+    }
+
+    /// Whether `uid`:`gid` can connect to `socket` (std drops a root parent's
+    /// supplementary groups when it sets the uid),
+    /// asked of a child process that runs as them.
+    fn can_connect_as(socket: &Path, uid: u32, gid: u32) -> io::Result<bool> {
+        use std::os::unix::process::CommandExt as _;
+        let status = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+            ])
+            .arg(socket)
+            .uid(uid)
+            .gid(gid)
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        Ok(status.success())
+    }
+
+    #[tokio::test]
+    async fn socket_group_gets_mode_0660_and_admits_that_group_only()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("r.sock");
+        // A gid nobody has: the process can give a socket to it only as root.
+        const GROUP: u32 = 54_321;
+        const STRANGER: u32 = 54_322;
+        if !nix::unistd::geteuid().is_root() {
+            let refused = bind_unix(&path, Some(GROUP))
+                .err()
+                .ok_or("a non-root process gave a socket to a group it is not in")?;
+            assert!(refused.to_string().contains("--socket-group"), "{refused}");
+            assert!(!path.exists());
+            return Ok(());
+        }
+        let _listener = bind_unix(&path, Some(GROUP))?;
+        let metadata = std::fs::metadata(&path)?;
+        assert_eq!(metadata.permissions().mode() & 0o777, 0o660);
+        assert_eq!(std::os::unix::fs::MetadataExt::gid(&metadata), GROUP);
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+        assert!(
+            can_connect_as(&path, STRANGER, GROUP)?,
+            "a member of the group could not connect"
+        );
+        assert!(
+            !can_connect_as(&path, STRANGER, STRANGER)?,
+            "a user outside the group connected"
+        );
         Ok(())
     }
 }

@@ -279,8 +279,11 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` (Prometheus text format) and `GET /ready` (200, or
-/// 503 while draining) on `listener` until `shutdown` changes.
+/// Serves `GET /metrics` (Prometheus text format), `GET /ready` (200, or
+/// 503 while draining: take the sidecar out of service) and `GET /live`
+/// (200 as long as the process answers, draining included: a liveness probe
+/// must not restart a sidecar that is finishing its calls) on `listener`
+/// until `shutdown` changes.
 pub async fn serve_admin(
     listener: TcpListener,
     metrics: Arc<Metrics>,
@@ -329,10 +332,11 @@ fn admin_response<B>(req: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes
             "text/plain",
             Bytes::from_static(b"draining\n"),
         ),
+        ("GET", "/live") => (StatusCode::OK, "text/plain", Bytes::from_static(b"live\n")),
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",
-            Bytes::from_static(b"not found: try /metrics or /ready\n"),
+            Bytes::from_static(b"not found: try /metrics, /ready or /live\n"),
         ),
     };
     let mut response = Response::new(Full::new(body));

@@ -83,6 +83,7 @@ async fn serve(config: ServeConfig) -> u8 {
         bearer_token,
         tls,
         allow_uids,
+        socket_group,
         limits,
         drain_timeout,
         reload_debounce,
@@ -136,7 +137,7 @@ async fn serve(config: ServeConfig) -> u8 {
 
     let mut bound = Vec::with_capacity(listen.len());
     for addr in &listen {
-        match bind(addr).await {
+        match bind(addr, socket_group).await {
             Ok(listener) => bound.push(listener),
             Err(e) => {
                 tracing::error!(error = %e, "cannot bind");
@@ -158,6 +159,9 @@ async fn serve(config: ServeConfig) -> u8 {
     };
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // The admin listener stays up through the drain (`/ready` says 503,
+    // `/live` 200) and stops after it.
+    let (admin_stop_tx, admin_stop_rx) = watch::channel(false);
 
     if let KeyringSource::File { path, permissions } = &keyring_source {
         let reloader = KeyringReloader::new(
@@ -182,8 +186,11 @@ async fn serve(config: ServeConfig) -> u8 {
     }
     if let Some(listener) = metrics_listener {
         let local = listener.local_addr().ok();
-        tracing::info!(addr = ?local, "serving metrics on /metrics and readiness on /ready");
-        tokio::spawn(serve_admin(listener, metrics.clone(), shutdown_rx.clone()));
+        tracing::info!(
+            addr = ?local,
+            "serving metrics on /metrics, readiness on /ready, liveness on /live"
+        );
+        tokio::spawn(serve_admin(listener, metrics.clone(), admin_stop_rx));
     }
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -299,6 +306,7 @@ async fn serve(config: ServeConfig) -> u8 {
     } else {
         tracing::info!("drained");
     }
+    let _ = admin_stop_tx.send(true);
     for path in &socket_paths {
         let _ = std::fs::remove_file(path);
     }

@@ -17,7 +17,7 @@ use crate::live_keyring::SharedKeyring;
 use crate::metrics::Metrics;
 use crate::replay::Replay;
 use crate::wire::{
-    Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status, mint_one,
+    self, Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status, mint_one,
     refused_verify_response, wire_reason,
 };
 
@@ -49,7 +49,7 @@ impl RequestStateService {
 
     fn check_batch_len(&self, len: usize) -> Result<(), Status> {
         if len > self.limits.max_batch_items {
-            return Err(Status::invalid_argument(format!(
+            return Err(wire::invalid_argument(format!(
                 "batch has {len} items; the limit is {} (--max-batch-items)",
                 self.limits.max_batch_items
             )));
@@ -108,7 +108,7 @@ impl RequestState for RequestStateService {
         };
         match verified {
             Ok(verified) => Ok(answer(verified, "ok")),
-            Err(VerifyFailure::Caller(e)) => Err(Status::invalid_argument(e.to_string())),
+            Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
             Err(VerifyFailure::Refused(e)) => Ok(answer(refused_verify_response(&e), e.reason())),
         }
     }
@@ -247,7 +247,7 @@ impl RequestState for RequestStateService {
                     "ok",
                 ))
             }
-            Err(VerifyFailure::Caller(e)) => Err(Status::invalid_argument(e.to_string())),
+            Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
             Err(VerifyFailure::Refused(e)) => Ok(answer(
                 pb::UnsealResponse {
                     valid: false,

@@ -9,9 +9,39 @@ use reqstate::{
 use reqstate_proto::v1 as pb;
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic_types::{ErrorDetails, StatusExt as _};
 
-/// Name of the trailer that carries the reason of a failed Mint or Seal.
+/// Name of the trailer that repeats the reason of a failed call, lower case
+/// (`too_large`, `unauthenticated`). Kept for clients written before the
+/// rich error details; the canonical form is the `google.rpc.ErrorInfo`
+/// (see [`error_status`]).
 pub const REASON_METADATA_KEY: &str = "reqstate-reason";
+
+/// The `domain` of every `google.rpc.ErrorInfo` the sidecar sends.
+pub const ERROR_DOMAIN: &str = "reqstate";
+
+/// A failed call in gRPC's standard rich error model, which every gRPC
+/// library can read: `code` and `message`, and in the `grpc-status-details-bin`
+/// trailer a `google.rpc.Status` whose details hold one
+/// `google.rpc.ErrorInfo { reason, domain: "reqstate" }`, `reason` being
+/// `reason` in upper case (`TOO_LARGE`, `UNAUTHENTICATED`; the proto's
+/// `Reason` names without `REASON_`, or a refusal of the call gate). The
+/// lower-case name also travels in the [`REASON_METADATA_KEY`] trailer.
+pub fn error_status(code: tonic::Code, reason: &'static str, message: impl Into<String>) -> Status {
+    let details = ErrorDetails::with_error_info(
+        reason.to_ascii_uppercase(),
+        ERROR_DOMAIN,
+        std::collections::HashMap::new(),
+    );
+    let mut metadata = MetadataMap::new();
+    metadata.insert(REASON_METADATA_KEY, MetadataValue::from_static(reason));
+    Status::with_error_details_and_metadata(code, message, details, metadata)
+}
+
+/// `INVALID_ARGUMENT` for a request out of range, as [`error_status`].
+pub fn invalid_argument(message: impl Into<String>) -> Status {
+    error_status(tonic::Code::InvalidArgument, "invalid_argument", message)
+}
 
 /// The wire `Reason` of a core reason name (`Refusal::reason`,
 /// `MintError::reason`, …): the proto names each `REASON_<NAME>`. A reason
@@ -22,19 +52,14 @@ pub fn wire_reason(reason: &str) -> pb::Reason {
 }
 
 /// The RPC error for a failed Mint or Seal: the caller asked for something
-/// out of range, unless randomness failed. The reason also travels in the
-/// [`REASON_METADATA_KEY`] trailer.
+/// out of range, unless randomness failed; with its reason, as
+/// [`error_status`].
 pub fn mint_error_status(error: &MintError) -> Status {
     let code = match error {
         MintError::RandomnessUnavailable => tonic::Code::Unavailable,
         _ => tonic::Code::InvalidArgument,
     };
-    let mut metadata = MetadataMap::new();
-    metadata.insert(
-        REASON_METADATA_KEY,
-        MetadataValue::from_static(error.reason()),
-    );
-    Status::with_metadata(code, error.to_string(), metadata)
+    error_status(code, error.reason(), error.to_string())
 }
 
 /// Why a Verify or Unseal item did not verify: the caller's request was out

@@ -69,9 +69,7 @@ impl Material {
         let derived = expand(derivation_label(algorithm));
         match algorithm {
             // `derived` is wiped when it drops at the end of the arm.
-            Algorithm::HmacSha256 => {
-                Material::Hmac(hmac::Key::new(hmac::HMAC_SHA256, &derived[..]))
-            }
+            Algorithm::HmacSha256 => Material::Hmac(hmac_key(&derived[..])),
             Algorithm::XChaCha20Poly1305 => Material::XChaCha {
                 key: derived,
                 nonce_key: nonce_key(&expand(NONCE_KEY_LABEL)),
@@ -128,6 +126,23 @@ fn for_each_ad_part(prefix: &[u8], binding: Bound<'_>, mut update: impl FnMut(&[
     update(binding.context);
 }
 
+/// The HMAC-SHA256 key of a working key (ring precomputes the pads).
+fn hmac_key(key: &[u8]) -> hmac::Key {
+    hmac::Key::new(hmac::HMAC_SHA256, key)
+}
+
+/// The token tag of FORMAT.md §4.1: the first [`TAG_LEN`] bytes of the
+/// HMAC-SHA256 output.
+fn truncated(full: &hmac::Tag) -> &[u8] {
+    &full.as_ref()[..TAG_LEN]
+}
+
+/// Whether `tag` is the token tag of the HMAC-SHA256 output `expected`,
+/// compared in constant time (a `tag` of any other length never matches).
+fn tag_matches(expected: &hmac::Tag, tag: &[u8]) -> bool {
+    bool::from(truncated(expected).ct_eq(tag))
+}
+
 fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Bound<'_>, body: &[u8]) -> hmac::Tag {
     let mut ctx = hmac::Context::with_key(key);
     for_each_ad_part(prefix, binding, |part| ctx.update(part));
@@ -158,6 +173,28 @@ fn xchacha_subkey(key: &[u8; 32], nonce: &[u8]) -> (aead::LessSafeKey, aead::Non
         aead::LessSafeKey::new(unbound),
         aead::Nonce::assume_unique_for_key(n12),
     )
+}
+
+/// XChaCha20-Poly1305 encryption of `in_out` in place under `key` and a
+/// 24-byte `nonce`, with associated data `ad`; returns the tag.
+fn xchacha_seal(key: &[u8; 32], nonce: &[u8], ad: &[u8], in_out: &mut [u8]) -> aead::Tag {
+    let (sealing, n) = xchacha_subkey(key, nonce);
+    sealing
+        .seal_in_place_separate_tag(n, aead::Aad::from(ad), in_out)
+        .expect("a body under 4 GiB always seals")
+}
+
+/// XChaCha20-Poly1305 decryption in place of `sealed` (ciphertext ‖ tag)
+/// under `key` and a 24-byte `nonce`, with associated data `ad`; returns the
+/// plaintext, or `None` if the tag does not authenticate.
+fn xchacha_open<'a>(
+    key: &[u8; 32],
+    nonce: &[u8],
+    ad: &[u8],
+    sealed: &'a mut [u8],
+) -> Option<&'a mut [u8]> {
+    let (opening, n) = xchacha_subkey(key, nonce);
+    opening.open_in_place(n, aead::Aad::from(ad), sealed).ok()
 }
 
 /// The key that hedges an XChaCha20-Poly1305 key's nonces (FORMAT.md §4.2):
@@ -219,7 +256,7 @@ pub(crate) fn finish(
         Material::Hmac(k) => {
             let (prefix, body) = out.split_at(prefix_len);
             let tag = hmac_tag(k, prefix, binding, body);
-            out.extend_from_slice(&tag.as_ref()[..TAG_LEN]);
+            out.extend_from_slice(truncated(&tag));
         }
         Material::XChaCha { key: k, nonce_key } => {
             let mut r = Zeroizing::new([0u8; HEDGE_RANDOM_LEN]);
@@ -227,11 +264,7 @@ pub(crate) fn finish(
             let (head, body) = out.split_at_mut(prefix_len + XNONCE_LEN);
             let (prefix, nonce) = head.split_at_mut(prefix_len);
             nonce.copy_from_slice(&hedged_nonce(nonce_key, &r, prefix, binding, body));
-            let (sealing, n) = xchacha_subkey(k, nonce);
-            let tag = with_associated_data(prefix, binding, |ad| {
-                sealing.seal_in_place_separate_tag(n, aead::Aad::from(ad), body)
-            })
-            .expect("a body under 4 GiB always seals");
+            let tag = with_associated_data(prefix, binding, |ad| xchacha_seal(k, nonce, ad, body));
             out.extend_from_slice(tag.as_ref());
         }
     }
@@ -252,7 +285,7 @@ pub(crate) fn open(
             let (signed, tag) = bytes.split_at(body_end);
             let (prefix, body) = signed.split_at(prefix_len);
             let expected = hmac_tag(k, prefix, binding, body);
-            if bool::from(expected.as_ref()[..TAG_LEN].ct_eq(tag)) {
+            if tag_matches(&expected, tag) {
                 Ok(prefix_len..body_end)
             } else {
                 Err(Refusal::AuthenticationFailed)
@@ -261,13 +294,69 @@ pub(crate) fn open(
         Material::XChaCha { key: k, .. } => {
             let (head, sealed) = bytes.split_at_mut(prefix_len + XNONCE_LEN);
             let (prefix, nonce) = head.split_at(prefix_len);
-            let (opening, n) = xchacha_subkey(k, nonce);
-            let plain = with_associated_data(prefix, binding, |ad| {
-                opening.open_in_place(n, aead::Aad::from(ad), sealed)
-            })
-            .map_err(|_| Refusal::AuthenticationFailed)?;
+            let plain =
+                with_associated_data(prefix, binding, |ad| xchacha_open(k, nonce, ad, sealed))
+                    .ok_or(Refusal::AuthenticationFailed)?;
             let start = prefix_len + XNONCE_LEN;
             Ok(start..start + plain.len())
         }
+    }
+}
+
+/// **Test-only, not a stable API** (feature `test-util`): the primitives of
+/// this layer on raw keys, for known-answer suites such as Project
+/// Wycheproof (`tests/core_wycheproof.rs`). They run the very functions that
+/// mint and verify tokens, minus the key derivation and the token layout:
+/// HMAC-SHA256 with the token tag's truncation and constant-time comparison,
+/// and the XChaCha20-Poly1305 composition (HChaCha20 subkey, then
+/// ChaCha20-Poly1305). May change or go away in any release.
+#[cfg(feature = "test-util")]
+pub mod primitives {
+    use alloc::vec::Vec;
+
+    use crate::types::XNONCE_LEN;
+
+    /// The full 32-byte HMAC-SHA256 of `message` under `key` (any length),
+    /// as this layer computes it before truncating it to a token tag.
+    pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+        let mut ctx = ring::hmac::Context::with_key(&super::hmac_key(key));
+        ctx.update(message);
+        let mut full = [0u8; 32];
+        full.copy_from_slice(ctx.sign().as_ref());
+        full
+    }
+
+    /// The token tag check: whether `tag` equals the first
+    /// [`TAG_LEN`](crate::TAG_LEN) bytes of the HMAC-SHA256 of `message`
+    /// under `key`, in constant time. A `tag` of any other length is refused.
+    pub fn hmac_sha256_verify(key: &[u8], message: &[u8], tag: &[u8]) -> bool {
+        let mut ctx = ring::hmac::Context::with_key(&super::hmac_key(key));
+        ctx.update(message);
+        super::tag_matches(&ctx.sign(), tag)
+    }
+
+    /// XChaCha20-Poly1305 encryption: returns ciphertext ‖ 16-byte tag.
+    pub fn xchacha20_poly1305_seal(
+        key: &[u8; 32],
+        nonce: &[u8; XNONCE_LEN],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Vec<u8> {
+        let mut out = plaintext.to_vec();
+        let tag = super::xchacha_seal(key, nonce, aad, &mut out);
+        out.extend_from_slice(tag.as_ref());
+        out
+    }
+
+    /// XChaCha20-Poly1305 decryption of ciphertext ‖ tag: the plaintext, or
+    /// `None` if it does not authenticate (including input shorter than a tag).
+    pub fn xchacha20_poly1305_open(
+        key: &[u8; 32],
+        nonce: &[u8; XNONCE_LEN],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Option<Vec<u8>> {
+        let mut buf = sealed.to_vec();
+        super::xchacha_open(key, nonce, aad, &mut buf).map(|plain| plain.to_vec())
     }
 }

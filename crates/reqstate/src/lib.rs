@@ -61,7 +61,9 @@
 //!   [`Codec::new`]. Without it the crate is `no_std + alloc`; supply a
 //!   [`Clock`] and a [`SecureRandom`]. No feature reads files or the
 //!   environment.
-//! - `test-util`: `FixedClock`, a clock stuck at one second, for tests.
+//! - `test-util`: `FixedClock`, a clock stuck at one second, for tests; and
+//!   `test_crypto`, the crypto layer's primitives on raw keys for known-answer
+//!   tests (test-only, not a stable API).
 //!   On the soft-float `x86_64-unknown-none` target, build with
 //!   `RUSTFLAGS='-C target-feature=+sse,+sse2 --cfg sha2_backend="soft"'`
 //!   (`ring` needs SSE2; `sha2`'s SHA-NI backend does not build there).
@@ -126,6 +128,10 @@ pub use context::{
     CALL_CONTEXT_LEN, CallContext, MAX_ARGUMENTS_DEPTH, call_context, call_context_from_value,
     canonical_json,
 };
+/// **Test-only, not a stable API** (feature `test-util`): the crypto layer's
+/// primitives on raw keys, for known-answer tests (Project Wycheproof).
+#[cfg(feature = "test-util")]
+pub use crypto::primitives as test_crypto;
 pub use datetime::rfc3339_utc;
 pub use error::{Error, InvalidArgument, KeyringError, MintError, RandomnessUnavailable, Refusal};
 pub use keyring::{Key, KeySpec, Keyring, Secret};

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use reqstate::{Algorithm, Codec, Keyring, OsRandom};
 use reqstate_example_rmcp::CounterServer;
-use reqstate_sidecar::keyring_source::{KeyringPermissions, KeyringSecrets, watched_directory};
+use reqstate_keyring_file::{KeyringPermissions, KeyringSecrets, watched_directory};
 use rmcp::ServiceExt;
 
 #[tokio::main]

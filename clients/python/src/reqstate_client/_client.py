@@ -151,13 +151,6 @@ class Client:
         self.timeout = timeout
         self._grpc_target = grpc_target(target)
         channel_options = list(options)
-        if self._grpc_target.startswith("unix:") and not any(k == "grpc.default_authority" for k, _ in options):
-            # grpc-core sends the socket path, percent-encoded, as the HTTP/2
-            # :authority of a unix: target ("tmp%2Fx%2Fs.sock"); the sidecar's
-            # HTTP/2 stack (hyper/h2) rejects that as a malformed authority and
-            # resets every stream (INTERNAL, RST_STREAM code 1). Send what
-            # grpcurl -unix and tonic send instead.
-            channel_options.append(("grpc.default_authority", "localhost"))
         if credentials is None:
             self._channel = grpc.insecure_channel(self._grpc_target, options=channel_options)
         else:

@@ -36,6 +36,16 @@ class RequestStateStub:
     (INVALID_ARGUMENT), callers who may not call (UNAUTHENTICATED,
     PERMISSION_DENIED), requests over a limit (OUT_OF_RANGE, INVALID_ARGUMENT),
     and an overloaded or draining sidecar (RESOURCE_EXHAUSTED, UNAVAILABLE).
+
+    Errors use gRPC's standard rich error model, which every gRPC library can
+    read: the `grpc-status-details-bin` trailer holds a `google.rpc.Status`
+    whose details carry one `google.rpc.ErrorInfo` with `domain = "reqstate"`
+    and `reason` = a `Reason` value's name without `REASON_`
+    (`LIFETIME_TOO_LONG`), or for a refusal before any service runs
+    `UNAUTHENTICATED`, `PERMISSION_DENIED`, `OVERLOADED` or
+    `DEADLINE_EXCEEDED`. That ErrorInfo is the canonical, machine-readable
+    reason. The `reqstate-reason` trailer repeats it in lower case
+    (`lifetime_too_long`) for clients written before the rich details.
     """
 
     def __init__(self, channel):
@@ -92,14 +102,25 @@ class RequestStateServicer:
     (INVALID_ARGUMENT), callers who may not call (UNAUTHENTICATED,
     PERMISSION_DENIED), requests over a limit (OUT_OF_RANGE, INVALID_ARGUMENT),
     and an overloaded or draining sidecar (RESOURCE_EXHAUSTED, UNAVAILABLE).
+
+    Errors use gRPC's standard rich error model, which every gRPC library can
+    read: the `grpc-status-details-bin` trailer holds a `google.rpc.Status`
+    whose details carry one `google.rpc.ErrorInfo` with `domain = "reqstate"`
+    and `reason` = a `Reason` value's name without `REASON_`
+    (`LIFETIME_TOO_LONG`), or for a refusal before any service runs
+    `UNAUTHENTICATED`, `PERMISSION_DENIED`, `OVERLOADED` or
+    `DEADLINE_EXCEEDED`. That ErrorInfo is the canonical, machine-readable
+    reason. The `reqstate-reason` trailer repeats it in lower case
+    (`lifetime_too_long`) for clients written before the rich details.
     """
 
     def Mint(self, request, context):
         """Mints one token under the keyring's primary key.
         A malformed request (empty tool or step, a TTL over the maximum, a
         `state_json` that is not JSON, a token that would be too long) fails
-        with INVALID_ARGUMENT; its `reqstate-reason` trailer names the reason in
-        snake_case (`lifetime_too_long` for REASON_LIFETIME_TOO_LONG).
+        with INVALID_ARGUMENT; its ErrorInfo names the reason
+        (`LIFETIME_TOO_LONG` for REASON_LIFETIME_TOO_LONG; the `reqstate-reason`
+        trailer says `lifetime_too_long`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -218,6 +239,16 @@ class RequestState:
     (INVALID_ARGUMENT), callers who may not call (UNAUTHENTICATED,
     PERMISSION_DENIED), requests over a limit (OUT_OF_RANGE, INVALID_ARGUMENT),
     and an overloaded or draining sidecar (RESOURCE_EXHAUSTED, UNAVAILABLE).
+
+    Errors use gRPC's standard rich error model, which every gRPC library can
+    read: the `grpc-status-details-bin` trailer holds a `google.rpc.Status`
+    whose details carry one `google.rpc.ErrorInfo` with `domain = "reqstate"`
+    and `reason` = a `Reason` value's name without `REASON_`
+    (`LIFETIME_TOO_LONG`), or for a refusal before any service runs
+    `UNAUTHENTICATED`, `PERMISSION_DENIED`, `OVERLOADED` or
+    `DEADLINE_EXCEEDED`. That ErrorInfo is the canonical, machine-readable
+    reason. The `reqstate-reason` trailer repeats it in lower case
+    (`lifetime_too_long`) for clients written before the rich details.
     """
 
     @staticmethod

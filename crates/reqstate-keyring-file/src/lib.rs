@@ -1,0 +1,626 @@
+//! Reading a keyring file from disk: who may read it, who may replace it,
+//! then full validation by the core; and the same checks for the secret
+//! files it names ([`KeyringSecrets`], the core's `SecretSource`).
+//!
+//! The core crate does no I/O; this is the one place keyring files are read,
+//! shared by the sidecar, the Python package and the examples.
+
+#![forbid(unsafe_code)]
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::fs::Metadata;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use reqstate::{Keyring, KeyringError, SecretRef, SecretSource};
+use zeroize::Zeroizing;
+
+/// Longest keyring file read, in bytes. A key takes about 200 bytes; a
+/// keyring a thousand times larger than any real one is not a keyring.
+pub const MAX_KEYRING_FILE_LEN: u64 = 1024 * 1024;
+
+/// Whether a keyring file that group or others may read is accepted.
+///
+/// Only reading is ever allowed: a keyring file that anyone but its owner
+/// may write, a file owned by anyone but the sidecar's user or root, and a
+/// directory on its path that others may write are refused whatever this
+/// says (whoever can replace the file can inject keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyringPermissions {
+    /// Refuse the file unless only its owner may read it (the default, as ssh
+    /// does for private keys).
+    OwnerOnly,
+    /// `--allow-insecure-keyring-permissions`: accept a file that group or
+    /// others may read (a Kubernetes Secret's default mode 0644, an
+    /// `fsGroup`'s 0440). Writing and ownership are still checked.
+    AllowGroupOrOtherReadable,
+}
+
+/// A keyring file that was read and validated.
+pub struct LoadedKeyringFile {
+    /// The keyring.
+    pub keyring: Keyring,
+    /// The file's bytes, to tell a real change from a touch. Zeroized on drop:
+    /// inline secrets are in it.
+    pub contents: Zeroizing<Vec<u8>>,
+}
+
+impl fmt::Debug for LoadedKeyringFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedKeyringFile")
+            .field("keyring", &self.keyring)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a keyring file could not be loaded. Messages name the file, and the
+/// line and key when the error has them; never key material.
+#[derive(Debug)]
+pub enum KeyringLoadError {
+    /// The file could not be opened or read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        error: std::io::Error,
+    },
+    /// The path does not lead to a regular file (a FIFO, a device, a
+    /// directory), or the file is larger than [`MAX_KEYRING_FILE_LEN`].
+    NotAKeyringFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// Group or others may read the file, and that was not allowed; or
+    /// they may write it, which is never allowed.
+    InsecurePermissions {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file belongs to a user other than the sidecar's or root.
+    InsecureOwner {
+        /// The file.
+        path: PathBuf,
+        /// The file's owner.
+        owner: u32,
+        /// The sidecar's effective uid.
+        uid: u32,
+    },
+    /// A directory on the way to the file, or the watched directory, lets
+    /// another user replace the file.
+    InsecureDirectory {
+        /// The file.
+        path: PathBuf,
+        /// The directory.
+        directory: PathBuf,
+        /// What is wrong with it.
+        problem: DirectoryProblem,
+    },
+    /// The file is not UTF-8 text.
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file failed validation.
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The core's error, with line and key id.
+        error: KeyringError,
+    },
+}
+
+/// Why a directory lets another user replace the keyring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectoryProblem {
+    /// Owned by a user other than the sidecar's or root.
+    Owner(u32),
+    /// Group or others may write it, and it is not sticky.
+    Writable(u32),
+    /// Sticky and writable by others, and the entry followed in it belongs
+    /// to another user (who could replace it).
+    StickyEntry {
+        /// The entry's name.
+        entry: String,
+        /// Its owner.
+        owner: u32,
+    },
+    /// It (or the entry followed in it) changed while it was being checked.
+    Unchecked,
+}
+
+impl fmt::Display for KeyringLoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyringLoadError::Io { path, error } => {
+                write!(f, "keyring {}: {error}", path.display())
+            }
+            KeyringLoadError::NotAKeyringFile { path, what } => {
+                write!(f, "keyring {}: {what}", path.display())
+            }
+            KeyringLoadError::InsecurePermissions { path, mode } if mode & 0o022 != 0 => write!(
+                f,
+                "keyring {}: mode {:04o} lets group or others write it (and so inject keys); \
+                 run `chmod 600 {}` (--allow-insecure-keyring-permissions does not allow this)",
+                path.display(),
+                mode & 0o7777,
+                path.display()
+            ),
+            KeyringLoadError::InsecurePermissions { path, mode } => write!(
+                f,
+                "keyring {}: mode {:04o} lets group or others read it; \
+                 run `chmod 600 {}` (or pass --allow-insecure-keyring-permissions)",
+                path.display(),
+                mode & 0o7777,
+                path.display()
+            ),
+            KeyringLoadError::InsecureOwner { path, owner, uid } => write!(
+                f,
+                "keyring {}: owned by uid {owner}, not by the sidecar's user (uid {uid}) or root; \
+                 whoever owns it can inject keys. Run `chown {uid} {}`",
+                path.display(),
+                path.display()
+            ),
+            KeyringLoadError::InsecureDirectory {
+                path,
+                directory,
+                problem,
+            } => {
+                write!(
+                    f,
+                    "keyring {}: directory {} ",
+                    path.display(),
+                    directory.display()
+                )?;
+                match problem {
+                    DirectoryProblem::Owner(owner) => write!(
+                        f,
+                        "is owned by uid {owner}, not by the sidecar's user or root; \
+                         its owner can replace the keyring"
+                    ),
+                    DirectoryProblem::Writable(mode) => write!(
+                        f,
+                        "has mode {:04o}: group or others can replace the keyring in it; \
+                         run `chmod go-w {}`",
+                        mode & 0o7777,
+                        directory.display()
+                    ),
+                    DirectoryProblem::StickyEntry { entry, owner } => write!(
+                        f,
+                        "is writable by others (sticky), and its entry {entry:?} belongs to \
+                         uid {owner}, who can replace it"
+                    ),
+                    DirectoryProblem::Unchecked => f.write_str(
+                        "changed while it was being checked; the next change or SIGHUP reloads",
+                    ),
+                }
+            }
+            KeyringLoadError::NotUtf8 { path } => {
+                write!(f, "keyring {}: not UTF-8 text", path.display())
+            }
+            KeyringLoadError::Invalid { path, error } => {
+                write!(f, "keyring {}: invalid keyring: {error}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyringLoadError {}
+
+/// The sidecar's effective uid: the owner a keyring and its directories may
+/// have, besides root.
+fn effective_uid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+fn trusted_owner(owner: u32, uid: u32) -> bool {
+    owner == uid || owner == 0
+}
+
+/// Checks one directory on the keyring's path, as ssh does for the
+/// directories above `authorized_keys`: owned by the sidecar's user or
+/// root, and not writable by group or others, unless it is sticky (`/tmp`,
+/// a Kubernetes Secret volume's tmpfs: 1777), where others cannot replace
+/// an entry they do not own, so `entry` (the name followed in it) must be
+/// owned by the sidecar's user or root.
+fn check_directory(directory: &Path, entry: &OsStr, uid: u32) -> Result<(), DirectoryProblem> {
+    let Ok(meta) = std::fs::metadata(directory) else {
+        return Err(DirectoryProblem::Unchecked);
+    };
+    if !trusted_owner(meta.uid(), uid) {
+        return Err(DirectoryProblem::Owner(meta.uid()));
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o022 == 0 {
+        return Ok(());
+    }
+    if mode & 0o1000 == 0 {
+        return Err(DirectoryProblem::Writable(mode));
+    }
+    let Ok(entry_owner) = std::fs::symlink_metadata(directory.join(entry)).map(|m| m.uid()) else {
+        return Err(DirectoryProblem::Unchecked);
+    };
+    if trusted_owner(entry_owner, uid) {
+        Ok(())
+    } else {
+        Err(DirectoryProblem::StickyEntry {
+            entry: entry.to_string_lossy().into_owned(),
+            owner: entry_owner,
+        })
+    }
+}
+
+/// Checks every directory from `start` (whose entry `entry` is followed) up
+/// to `/`. `start` must be canonical.
+fn check_ancestors(
+    start: &Path,
+    entry: &OsStr,
+    uid: u32,
+) -> Result<(), (PathBuf, DirectoryProblem)> {
+    let mut directory = Some(start);
+    let mut entry = entry.to_os_string();
+    while let Some(dir) = directory {
+        check_directory(dir, &entry, uid).map_err(|p| (dir.to_path_buf(), p))?;
+        entry = dir.file_name().map(OsStr::to_os_string).unwrap_or_default();
+        directory = dir.parent();
+    }
+    Ok(())
+}
+
+/// The ownership and mode checks of an opened keyring file (its `fstat`).
+fn check_file(
+    path: &Path,
+    meta: &Metadata,
+    permissions: KeyringPermissions,
+    uid: u32,
+) -> Result<(), KeyringLoadError> {
+    if !meta.is_file() {
+        return Err(KeyringLoadError::NotAKeyringFile {
+            path: path.to_path_buf(),
+            what: "not a regular file",
+        });
+    }
+    if meta.len() > MAX_KEYRING_FILE_LEN {
+        return Err(KeyringLoadError::NotAKeyringFile {
+            path: path.to_path_buf(),
+            what: "larger than 1 MiB; not a keyring",
+        });
+    }
+    if !trusted_owner(meta.uid(), uid) {
+        return Err(KeyringLoadError::InsecureOwner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            uid,
+        });
+    }
+    let mode = meta.permissions().mode();
+    let readable_by_others = mode & 0o077 != 0;
+    let writable_by_others = mode & 0o022 != 0;
+    if writable_by_others || (readable_by_others && permissions == KeyringPermissions::OwnerOnly) {
+        return Err(KeyringLoadError::InsecurePermissions {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// The directories a keyring at `path` depends on: every directory from
+/// the resolved file up to `/`, and the directory that is watched (the
+/// path's own parent, where a Kubernetes `..data` symlink or an editor's
+/// rename replaces it) with its ancestors. `opened` is the opened file's
+/// `fstat`: the resolved path must still lead to it.
+fn check_directories(path: &Path, opened: &Metadata, uid: u32) -> Result<(), KeyringLoadError> {
+    let io_error = |error| KeyringLoadError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let insecure = |(directory, problem)| KeyringLoadError::InsecureDirectory {
+        path: path.to_path_buf(),
+        directory,
+        problem,
+    };
+    let resolved = std::fs::canonicalize(path).map_err(io_error)?;
+    let now = std::fs::metadata(&resolved).map_err(io_error)?;
+    if (now.dev(), now.ino()) != (opened.dev(), opened.ino()) {
+        return Err(io_error(std::io::Error::other(
+            "the file was replaced while it was being read; the next change or SIGHUP reloads it",
+        )));
+    }
+    let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+        return Err(KeyringLoadError::NotAKeyringFile {
+            path: path.to_path_buf(),
+            what: "not a file path",
+        });
+    };
+    check_ancestors(parent, name, uid).map_err(insecure)?;
+    let watched = watched_directory(path);
+    let watched = std::fs::canonicalize(&watched).map_err(io_error)?;
+    let entry = path.file_name().unwrap_or(name);
+    if watched != parent {
+        check_ancestors(&watched, entry, uid).map_err(insecure)?;
+    } else if entry != name {
+        // A symlink next to its target: the link itself is an entry others
+        // could replace in a sticky directory.
+        check_directory(&watched, entry, uid).map_err(|p| insecure((watched.clone(), p)))?;
+    }
+    Ok(())
+}
+
+/// The directory to watch for a keyring path: its parent, or `.` for a bare
+/// file name.
+pub fn watched_directory(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Opens, checks and parses a keyring file.
+///
+/// The file is opened without blocking (a FIFO put in its place must not
+/// hang a reload) and following symlinks (Kubernetes Secret volumes are
+/// symlinks), and the opened file itself is checked: a regular file of at
+/// most [`MAX_KEYRING_FILE_LEN`] bytes, owned by the sidecar's user or root,
+/// not writable by group or others, and (unless `permissions` allows it)
+/// not readable by them. Then every directory from the resolved file up to
+/// `/`, and the watched directory, must be owned by the sidecar's user or
+/// root and not writable by group or others (sticky directories excepted
+/// when the entry followed is owned by the sidecar's user or root).
+pub fn load_keyring_file(
+    path: &Path,
+    permissions: KeyringPermissions,
+) -> Result<LoadedKeyringFile, KeyringLoadError> {
+    let io_error = |error| KeyringLoadError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let uid = effective_uid();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(io_error)?;
+    let meta = file.metadata().map_err(io_error)?;
+    check_file(path, &meta, permissions, uid)?;
+    check_directories(path, &meta, uid)?;
+    let mut contents = Zeroizing::new(Vec::new());
+    file.take(MAX_KEYRING_FILE_LEN + 1)
+        .read_to_end(&mut contents)
+        .map_err(io_error)?;
+    if contents.len() as u64 > MAX_KEYRING_FILE_LEN {
+        return Err(KeyringLoadError::NotAKeyringFile {
+            path: path.to_path_buf(),
+            what: "larger than 1 MiB; not a keyring",
+        });
+    }
+    let text = std::str::from_utf8(&contents).map_err(|_| KeyringLoadError::NotUtf8 {
+        path: path.to_path_buf(),
+    })?;
+    let secrets = KeyringSecrets::new(&watched_directory(path), permissions);
+    let keyring =
+        Keyring::from_toml_with(text, &secrets).map_err(|error| KeyringLoadError::Invalid {
+            path: path.to_path_buf(),
+            error,
+        })?;
+    Ok(LoadedKeyringFile { keyring, contents })
+}
+
+/// Longest `secret_file` read, in bytes: a 1024-byte secret is 1368 base64
+/// characters; anything much longer is not a secret file.
+pub const MAX_SECRET_FILE_LEN: u64 = 4096;
+
+/// Resolves a keyring's `secret_file` and `secret_env` references: the
+/// sidecar's [`SecretSource`], used by every keyring it loads.
+///
+/// A `secret_file` gets the keyring file's own checks: opened without
+/// blocking and following symlinks, a regular file of at most
+/// [`MAX_SECRET_FILE_LEN`] bytes, owned by the sidecar's user or root, never
+/// writable by others and (unless `permissions` allows it) not readable by
+/// them, on a path no other user can replace. A relative path is resolved
+/// against the keyring file's directory, so a keyring and its secrets move
+/// together (a Kubernetes Secret volume). A `secret_env` is read from the
+/// process environment. Errors never repeat the path or the variable's name
+/// (a secret put there by mistake would be); the core adds the line and key id.
+#[derive(Debug, Clone)]
+pub struct KeyringSecrets {
+    dir: PathBuf,
+    permissions: KeyringPermissions,
+}
+
+impl KeyringSecrets {
+    /// A source for a keyring file in `keyring_dir`, checking secret files
+    /// as `permissions` says.
+    pub fn new(keyring_dir: &Path, permissions: KeyringPermissions) -> Self {
+        KeyringSecrets {
+            dir: keyring_dir.to_path_buf(),
+            permissions,
+        }
+    }
+
+    fn read_file(&self, path: &str) -> Result<Zeroizing<String>, String> {
+        let resolved = self.dir.join(path);
+        let uid = effective_uid();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(&resolved)
+            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
+        if meta.is_file() && meta.len() > MAX_SECRET_FILE_LEN {
+            return Err("cannot read: longer than 4096 bytes; not a secret file".into());
+        }
+        check_file(&resolved, &meta, self.permissions, uid)
+            .and_then(|()| check_directories(&resolved, &meta, uid))
+            .map_err(|e| pathless(&e))?;
+        let mut bytes = Zeroizing::new(Vec::new());
+        file.take(MAX_SECRET_FILE_LEN + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
+        if bytes.len() as u64 > MAX_SECRET_FILE_LEN {
+            return Err("cannot read: longer than 4096 bytes; not a secret file".into());
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|_| "not base64 text".to_string())?;
+        Ok(Zeroizing::new(text.to_owned()))
+    }
+}
+
+impl SecretSource for KeyringSecrets {
+    fn resolve(&self, reference: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+        match reference {
+            SecretRef::File(path) => self.read_file(path),
+            SecretRef::Env(name) => std::env::var(name).map(Zeroizing::new).map_err(|_| {
+                "the environment variable it names is not set or not UTF-8 \
+                 (the name is not shown: it could be key material)"
+                    .to_string()
+            }),
+            _ => Err("a kind of secret reference this sidecar does not know".into()),
+        }
+    }
+}
+
+/// An I/O error without a path: the OS's description of its error code, or
+/// the message of an error made here (which names no path).
+fn io_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// A [`KeyringLoadError`] of a secret file, described without its path.
+fn pathless(e: &KeyringLoadError) -> String {
+    match e {
+        KeyringLoadError::Io { error, .. } => format!("cannot read: {}", io_reason(error)),
+        KeyringLoadError::NotAKeyringFile { what, .. } => format!("cannot read: {what}"),
+        KeyringLoadError::InsecurePermissions { mode, .. } if mode & 0o022 != 0 => format!(
+            "mode {:04o} lets other users write the secret file; never accepted",
+            mode & 0o7777
+        ),
+        KeyringLoadError::InsecurePermissions { mode, .. } => format!(
+            "mode {:04o} lets other users read the secret file; `chmod 600` it, or allow \
+             readable keyring files (reqstate serve --allow-insecure-keyring-permissions) \
+             if a volume's mode is fixed",
+            mode & 0o7777
+        ),
+        KeyringLoadError::InsecureOwner { owner, uid, .. } => format!(
+            "the secret file belongs to uid {owner}, not to the sidecar's uid {uid} or root"
+        ),
+        // Neither the directory nor the entry is named: both are parts of the path.
+        KeyringLoadError::InsecureDirectory { problem, .. } => match problem {
+            DirectoryProblem::Owner(owner) => format!(
+                "a directory on the secret file's path belongs to uid {owner}, \
+                 not to the sidecar's user or root"
+            ),
+            DirectoryProblem::Writable(mode) => format!(
+                "a directory on the secret file's path has mode {:04o}: \
+                 other users can replace the file",
+                mode & 0o7777
+            ),
+            DirectoryProblem::StickyEntry { owner, .. } => format!(
+                "a sticky directory on the secret file's path holds an entry of uid {owner}, \
+                 who can replace it"
+            ),
+            DirectoryProblem::Unchecked => {
+                "a directory on the secret file's path changed while it was being checked".into()
+            }
+        },
+        KeyringLoadError::NotUtf8 { .. } => "not base64 text".into(),
+        KeyringLoadError::Invalid { error, .. } => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    const GOOD: &str = "[[key]]\nid = 1\nstatus = \"primary\"\nsecret = \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"\n";
+
+    fn write_keyring(mode: u32, text: &str) -> Result<tempfile::NamedTempFile, std::io::Error> {
+        let mut file = tempfile::NamedTempFile::new()?;
+        file.write_all(text.as_bytes())?;
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(mode))?;
+        Ok(file)
+    }
+
+    #[test]
+    fn group_readable_keyring_is_refused_unless_allowed() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let file = write_keyring(0o640, GOOD)?;
+        let err = load_keyring_file(file.path(), KeyringPermissions::OwnerOnly)
+            .err()
+            .ok_or("a group-readable keyring was loaded")?;
+        assert!(matches!(err, KeyringLoadError::InsecurePermissions { .. }));
+        assert!(err.to_string().contains("0640"), "{err}");
+        load_keyring_file(file.path(), KeyringPermissions::AllowGroupOrOtherReadable)?;
+        Ok(())
+    }
+
+    #[test]
+    fn writable_by_others_is_refused_even_when_reading_is_allowed()
+    -> Result<(), Box<dyn std::error::Error>> {
+        for mode in [0o620, 0o602, 0o666] {
+            let file = write_keyring(mode, GOOD)?;
+            let err = load_keyring_file(file.path(), KeyringPermissions::AllowGroupOrOtherReadable)
+                .err()
+                .ok_or("a keyring others may write was loaded")?;
+            assert!(matches!(err, KeyringLoadError::InsecurePermissions { .. }));
+            assert!(err.to_string().contains("write"), "{err}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn fifos_and_huge_files_are_not_read() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg("-m")
+            .arg("600")
+            .arg(&fifo)
+            .status()?;
+        assert!(made.success());
+        // Returns at once (no writer will ever come), refused.
+        let err = load_keyring_file(&fifo, KeyringPermissions::OwnerOnly)
+            .err()
+            .ok_or("a FIFO was loaded")?;
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let big = write_keyring(0o600, &"#".repeat(2 * 1024 * 1024))?;
+        let err = load_keyring_file(big.path(), KeyringPermissions::OwnerOnly)
+            .err()
+            .ok_or("a 2 MiB file was loaded")?;
+        assert!(err.to_string().contains("larger than 1 MiB"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn owner_only_keyring_loads() -> Result<(), Box<dyn std::error::Error>> {
+        let file = write_keyring(0o600, GOOD)?;
+        let loaded = load_keyring_file(file.path(), KeyringPermissions::OwnerOnly)?;
+        assert_eq!(loaded.keyring.len(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn invalid_keyring_error_names_file_and_line() -> Result<(), Box<dyn std::error::Error>> {
+        let file = write_keyring(
+            0o600,
+            "[[key]]\nid = 1\nstatus = \"boss\"\nsecret = \"AA\"\n",
+        )?;
+        let err = load_keyring_file(file.path(), KeyringPermissions::OwnerOnly)
+            .err()
+            .ok_or("an invalid keyring was loaded")?;
+        let text = err.to_string();
+        assert!(text.contains("line 1"), "{text}");
+        assert!(text.contains(&file.path().display().to_string()), "{text}");
+        Ok(())
+    }
+}

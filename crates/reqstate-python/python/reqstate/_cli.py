@@ -1,0 +1,359 @@
+"""`python -m reqstate mint|verify`: the command line every reqstate
+implementation shares (docs/CLI.md), on the in-process core.
+
+The flags, the JSON printed and the exit codes are the contract's; the JSON
+to CBOR mapping of `--state-json` and the `state` printed by `verify` are the
+Rust binary's own code (compiled into the native module), so the three
+implementations agree byte for byte (tests/cli_conformance.rs checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from . import _native
+from ._errors import KeyringError, ReqstateError
+from ._native import Binding, Codec, Keyring, MemoryReplayStore
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 64
+
+_U64_MAX = 2**64 - 1
+
+_SHARED = """\
+  --keyring FILE              the keyring file (docs/KEYRING.md), required
+  --tool TEXT                 the tool the token is bound to, required
+  --context TEXT              context bound into the token: these UTF-8 bytes
+  --context-hex HEX           context as hex bytes
+  --context-file FILE         context: the bytes of this file, exactly
+  --now UNIX_SECONDS          the clock reading to use (default: the system clock)
+  --max-token-len CHARS       policy: longest token, 64-1048576 (default 8192)
+  --clock-leeway SECONDS      policy: clock leeway, 0-600 (default 60)
+  --max-lifetime SECONDS      policy: longest lifetime, 1-2592000 (default 86400)
+  --allow-insecure-keyring-permissions
+                              read a keyring file that group or others may read
+  --help                      print this help
+"""
+
+_MINT_HELP = (
+    """\
+usage: python -m reqstate mint --keyring FILE --tool TEXT --step TEXT
+         [--state-json JSON | --state-cbor-hex HEX] [--ttl SECONDS] [--single-use]
+         [--context TEXT | --context-hex HEX | --context-file FILE]
+         [--now UNIX_SECONDS] [policy flags]
+
+Mints a token and prints {"token","key_id","issued_at","expires_at"} (exit 0),
+or {"reason","message"} when the core refuses (exit 1). Usage errors exit 64.
+
+  --step TEXT                 the step the token is for, required
+  --state-json JSON           the state as JSON (default null)
+  --state-cbor-hex HEX        the state as one CBOR item, embedded as given
+  --ttl SECONDS               lifetime (default 600)
+  --single-use                mint a single-use token (accepted once, by verify --consume)
+"""
+    + _SHARED
+)
+
+_VERIFY_HELP = (
+    """\
+usage: python -m reqstate verify --keyring FILE --tool TEXT [--expected-step TEXT] [--consume]
+         [--context TEXT | --context-hex HEX | --context-file FILE]
+         [--now UNIX_SECONDS] [policy flags] (TOKEN | --token TOKEN)
+
+Verifies a token and prints {"valid":true,"step","state","state_cbor_hex",
+"key_id","issued_at","expires_at"} (exit 0), or {"valid":false,"reason",
+"message"} (exit 1). Usage errors exit 64. TOKEN `-` reads standard input.
+
+  --expected-step TEXT        the step the token must be for (default: any)
+  --consume                   accept a single-use token (a record for this run only)
+  --token TOKEN               the token (or give it as the positional argument)
+"""
+    + _SHARED
+)
+
+_USAGE = "usage: python -m reqstate (mint | verify) [flags]; `python -m reqstate mint --help`"
+
+_SWITCHES = {"--single-use", "--consume", "--allow-insecure-keyring-permissions", "--help"}
+_COMMON_VALUES = {
+    "--keyring",
+    "--tool",
+    "--context",
+    "--context-hex",
+    "--context-file",
+    "--now",
+    "--max-token-len",
+    "--clock-leeway",
+    "--max-lifetime",
+}
+_FLAGS = {
+    "mint": _COMMON_VALUES | {"--step", "--state-json", "--state-cbor-hex", "--ttl"},
+    "verify": _COMMON_VALUES | {"--expected-step", "--token"},
+}
+_COMMAND_SWITCHES = {
+    "mint": {"--single-use", "--allow-insecure-keyring-permissions", "--help"},
+    "verify": {"--consume", "--allow-insecure-keyring-permissions", "--help"},
+}
+
+
+class UsageError(Exception):
+    """A usage or configuration error: exit 64, the message on stderr."""
+
+
+@dataclass
+class Parsed:
+    """The flags given (by name, without the dashes' meaning) and positionals."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    switches: set[str] = field(default_factory=set)
+    positional: list[str] = field(default_factory=list)
+
+
+def _parse(command: str, args: Sequence[str]) -> Parsed:
+    """GNU long options: `--flag VALUE` or `--flag=VALUE`, each at most once;
+    `--` ends the flags. A value is taken as is, even if it starts with `-`."""
+    parsed = Parsed()
+    flags, switches = _FLAGS[command], _COMMAND_SWITCHES[command]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            parsed.positional.extend(args[i:])
+            break
+        if arg == "-" or not arg.startswith("-"):
+            parsed.positional.append(arg)
+            continue
+        name, eq, inline = arg.partition("=")
+        if name in switches:
+            if eq:
+                raise UsageError(f"{name} takes no value")
+            if name in parsed.switches:
+                raise UsageError(f"{name} given twice")
+            parsed.switches.add(name)
+            continue
+        if name not in flags:
+            if name in _SWITCHES or name in _FLAGS["mint"] | _FLAGS["verify"]:
+                raise UsageError(f"{name} is not a flag of {command}")
+            raise UsageError(f"unknown flag {name}")
+        if name in parsed.values:
+            raise UsageError(f"{name} given twice")
+        if eq:
+            value = inline
+        else:
+            if i >= len(args):
+                raise UsageError(f"{name} needs a value")
+            value = args[i]
+            i += 1
+        parsed.values[name] = value
+    return parsed
+
+
+def _u64(parsed: Parsed, name: str, default: int | None) -> int | None:
+    text = parsed.values.get(name)
+    if text is None:
+        return default
+    if not text or not text.isascii() or not text.isdigit():
+        raise UsageError(f"{name} {text!r}: not an unsigned decimal integer")
+    value = int(text)
+    if value > _U64_MAX:
+        raise UsageError(f"{name} {text}: out of range (at most {_U64_MAX})")
+    return value
+
+
+def _hex(name: str, text: str) -> bytes:
+    if len(text) % 2:
+        raise UsageError(f"{name}: odd number of hex digits ({len(text)})")
+    if not all(c in "0123456789abcdefABCDEF" for c in text):
+        raise UsageError(f"{name}: not hex")
+    return bytes.fromhex(text)
+
+
+def _context(parsed: Parsed) -> bytes:
+    given = [name for name in ("--context", "--context-hex", "--context-file") if name in parsed.values]
+    if len(given) > 1:
+        raise UsageError("only one of --context, --context-hex and --context-file can be used")
+    if "--context" in parsed.values:
+        return parsed.values["--context"].encode("utf-8")
+    if "--context-hex" in parsed.values:
+        return _hex("--context-hex", parsed.values["--context-hex"])
+    if "--context-file" in parsed.values:
+        path = parsed.values["--context-file"]
+        try:
+            with open(path, "rb") as file:
+                return file.read()
+        except OSError as error:
+            raise UsageError(f"--context-file {path}: {error.strerror or error}") from None
+    return b""
+
+
+def _codec(parsed: Parsed) -> Codec:
+    """The keyring file (checked as the Rust binary checks it) and the policy."""
+    policy = {
+        "max_token_len": _u64(parsed, "--max-token-len", 8192),
+        "clock_leeway": _u64(parsed, "--clock-leeway", 60),
+        "max_lifetime": _u64(parsed, "--max-lifetime", 86400),
+    }
+    path = parsed.values["--keyring"]
+    try:
+        keyring = Keyring.from_file(
+            path, allow_insecure_permissions="--allow-insecure-keyring-permissions" in parsed.switches
+        )
+    except KeyringError as error:
+        raise UsageError(error.message) from None
+    try:
+        return Codec(keyring, **{k: v for k, v in policy.items() if v is not None})
+    except (ReqstateError, OverflowError) as error:
+        raise UsageError(f"policy: {error}") from None
+
+
+def _require(parsed: Parsed, *names: str) -> None:
+    for name in names:
+        if name not in parsed.values:
+            raise UsageError(f"{name} is required")
+
+
+def _check_utf8(args: Sequence[str]) -> None:
+    """Arguments that were not UTF-8 arrive as lone surrogates (surrogateescape)."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError("an argument is not valid UTF-8") from None
+
+
+def _print(out: TextIO, text: str) -> None:
+    out.write(text + "\n")
+    out.flush()
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def mint(args: Sequence[str], out: TextIO) -> int:
+    """`mint` (docs/CLI.md)."""
+    parsed = _parse("mint", args)
+    if "--help" in parsed.switches:
+        _print(out, _MINT_HELP)
+        return EXIT_OK
+    if parsed.positional:
+        raise UsageError(f"unexpected argument {parsed.positional[0]!r}")
+    _require(parsed, "--keyring", "--tool", "--step")
+    now = _u64(parsed, "--now", None)
+    ttl = _u64(parsed, "--ttl", 600)
+    assert ttl is not None
+    if "--state-json" in parsed.values and "--state-cbor-hex" in parsed.values:
+        raise UsageError("--state-json and --state-cbor-hex cannot be used together")
+    try:
+        if "--state-cbor-hex" in parsed.values:
+            state = _hex("--state-cbor-hex", parsed.values["--state-cbor-hex"])
+            _native._cli_check_state_cbor(state)
+        else:
+            state = _native._cli_state_from_json(parsed.values.get("--state-json", "null"))
+    except ValueError as error:
+        flag = "--state-cbor-hex" if "--state-cbor-hex" in parsed.values else "--state-json"
+        raise UsageError(f"{flag}: {error}") from None
+    context = _context(parsed)
+    codec = _codec(parsed)
+    try:
+        binding = Binding(parsed.values["--tool"], context)
+        minted = codec.mint_cbor(
+            binding, parsed.values["--step"], state, ttl=ttl, single_use="--single-use" in parsed.switches, now=now
+        )
+    except ReqstateError as error:
+        _print(out, _dumps({"reason": error.reason, "message": error.message}))
+        return EXIT_REFUSED
+    _print(
+        out,
+        _dumps(
+            {
+                "token": minted.token,
+                "key_id": minted.key_id,
+                "issued_at": minted.issued_at,
+                "expires_at": minted.expires_at,
+            }
+        ),
+    )
+    return EXIT_OK
+
+
+def _stdin_token(stdin: TextIO) -> str:
+    data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the token on standard input is not UTF-8") from None
+    return text.strip(" \t\r\n\x0b\x0c")
+
+
+def verify(args: Sequence[str], out: TextIO, stdin: TextIO) -> int:
+    """`verify` (docs/CLI.md)."""
+    parsed = _parse("verify", args)
+    if "--help" in parsed.switches:
+        _print(out, _VERIFY_HELP)
+        return EXIT_OK
+    tokens = parsed.positional + ([parsed.values["--token"]] if "--token" in parsed.values else [])
+    if len(tokens) != 1:
+        raise UsageError("exactly one token is needed: TOKEN, --token TOKEN or -")
+    _require(parsed, "--keyring", "--tool")
+    now = _u64(parsed, "--now", None)
+    token = _stdin_token(stdin) if tokens[0] == "-" else tokens[0]
+    context = _context(parsed)
+    codec = _codec(parsed)
+    step = parsed.values.get("--expected-step")
+    try:
+        binding = Binding(parsed.values["--tool"], context)
+        if "--consume" in parsed.switches:
+            # A spent-token record for this run only (docs/CLI.md `--consume`).
+            verified = codec.consume(token, binding, MemoryReplayStore(64), expected_step=step, now=now, decode=False)
+        else:
+            verified = codec.verify_cbor(token, binding, expected_step=step, now=now)
+    except ReqstateError as error:
+        _print(out, _dumps({"valid": False, "reason": error.reason, "message": error.message}))
+        return EXIT_REFUSED
+    fields = {
+        "valid": True,
+        "step": verified.step,
+        "state_cbor_hex": _native._hex(verified.state_cbor),
+        "key_id": verified.key_id,
+        "issued_at": verified.issued_at,
+        "expires_at": verified.expires_at,
+    }
+    line = _dumps(fields)
+    state = _native._cli_state_json(verified.state_cbor)
+    if state is not None:
+        # The Rust binary's own JSON text of the state (docs/CLI.md "state").
+        line = line[:-1] + ',"state":' + state + "}"
+    _print(out, line)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args else ""
+    try:
+        _check_utf8(args)
+        if command == "mint":
+            return mint(args[1:], sys.stdout)
+        if command == "verify":
+            return verify(args[1:], sys.stdout, sys.stdin)
+        if command in ("--help", "-h", "help"):
+            _print(sys.stdout, _USAGE)
+            return EXIT_OK
+        raise UsageError(f"unknown command {command!r}" if command else "a command is needed")
+    except UsageError as error:
+        print(f"python -m reqstate {command or ''}: {error}".replace("  ", " "), file=sys.stderr)
+        if not command or command not in ("mint", "verify"):
+            print(_USAGE, file=sys.stderr)
+        return EXIT_USAGE
+    except RecursionError:
+        print(f"python -m reqstate {command}: input nested too deeply", file=sys.stderr)
+        return EXIT_USAGE
+
+

@@ -1,0 +1,190 @@
+"""Type stubs of `reqstate._native`, the PyO3 module (crates/reqstate-python/src/lib.rs)."""
+
+from collections.abc import Iterable
+from os import PathLike
+from pathlib import Path
+from typing import Any, Literal, final
+
+from ._errors import InvalidArgument, MintRefused, TokenRefused
+
+REASONS: list[str]
+CALL_CONTEXT_LEN: int
+MAX_STATE_DEPTH: int
+VERSION: str
+
+@final
+class KeyInfo:
+    """One key of a keyring (no secret)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def algorithm(self) -> Literal["hmac-sha256", "xchacha20-poly1305"]: ...
+    @property
+    def status(self) -> Literal["primary", "active", "retired"]: ...
+    @property
+    def created_at(self) -> int | None: ...
+
+@final
+class Keyring:
+    """Keys by id: one primary that mints, active keys that verify, retired keys refused."""
+
+    @staticmethod
+    def from_toml(text: str) -> Keyring: ...
+    @staticmethod
+    def from_file(
+        path: str | PathLike[str],
+        *,
+        allow_insecure_permissions: bool = False,
+        auto_reload: bool = False,
+        check_interval: float = 1.0,
+    ) -> Keyring: ...
+    @staticmethod
+    def ephemeral(algorithm: Literal["hmac-sha256", "xchacha20-poly1305"] = "xchacha20-poly1305") -> Keyring: ...
+    def reload(self) -> bool: ...
+    @property
+    def path(self) -> Path | None: ...
+    @property
+    def auto_reload(self) -> bool: ...
+    @property
+    def last_reload_error(self) -> str | None: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def primary_key_id(self) -> int: ...
+    def keys(self) -> list[KeyInfo]: ...
+    def __len__(self) -> int: ...
+
+@final
+class Binding:
+    """The tool and context bytes a state token is bound to (checked once)."""
+
+    def __init__(self, tool: str, context: bytes | bytearray | str | None = None) -> None: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def context(self) -> bytes: ...
+
+@final
+class Minted:
+    @property
+    def token(self) -> str: ...
+    @property
+    def key_id(self) -> int: ...
+    @property
+    def issued_at(self) -> int: ...
+    @property
+    def expires_at(self) -> int: ...
+
+@final
+class Verified:
+    @property
+    def step(self) -> str: ...
+    @property
+    def state(self) -> Any: ...
+    @property
+    def state_cbor(self) -> bytes: ...
+    @property
+    def key_id(self) -> int: ...
+    @property
+    def issued_at(self) -> int: ...
+    @property
+    def expires_at(self) -> int: ...
+
+@final
+class Sealed:
+    @property
+    def token(self) -> str: ...
+    @property
+    def key_id(self) -> int: ...
+
+@final
+class Unsealed:
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def key_id(self) -> int: ...
+
+@final
+class MemoryReplayStore:
+    """Spent single-use tokens, in this process's memory."""
+
+    def __init__(self, capacity: int = 100000) -> None: ...
+    def __len__(self) -> int: ...
+
+@final
+class Codec:
+    """Mints and verifies requestState tokens under a keyring and a policy."""
+
+    def __init__(
+        self,
+        keyring: Keyring,
+        *,
+        max_token_len: int = 8192,
+        clock_leeway: int = 60,
+        max_lifetime: int = 86400,
+    ) -> None: ...
+    @property
+    def keyring(self) -> Keyring: ...
+    @property
+    def max_token_len(self) -> int: ...
+    @property
+    def clock_leeway(self) -> int: ...
+    @property
+    def max_lifetime(self) -> int: ...
+    def mint(
+        self,
+        binding: Binding,
+        step: str,
+        state: Any = None,
+        *,
+        ttl: int = 600,
+        single_use: bool = False,
+        now: int | None = None,
+    ) -> Minted: ...
+    def mint_cbor(
+        self,
+        binding: Binding,
+        step: str,
+        state_cbor: bytes,
+        *,
+        ttl: int = 600,
+        single_use: bool = False,
+        now: int | None = None,
+    ) -> Minted: ...
+    def verify(
+        self, token: str, binding: Binding, *, expected_step: str | None = None, now: int | None = None
+    ) -> Verified: ...
+    def verify_cbor(
+        self, token: str, binding: Binding, *, expected_step: str | None = None, now: int | None = None
+    ) -> Verified: ...
+    def consume(
+        self,
+        token: str,
+        binding: Binding,
+        store: MemoryReplayStore,
+        *,
+        expected_step: str | None = None,
+        now: int | None = None,
+        decode: bool = True,
+    ) -> Verified: ...
+    def seal(self, payload: bytes, aad: bytes = b"") -> Sealed: ...
+    def unseal(self, token: str, aad: bytes = b"") -> Unsealed: ...
+    def mint_many(
+        self, binding: Binding, step: str, states: Iterable[Any], *, ttl: int = 600, now: int | None = None
+    ) -> list[Minted | MintRefused | InvalidArgument]: ...
+    def verify_many(
+        self,
+        tokens: Iterable[str],
+        binding: Binding,
+        *,
+        expected_step: str | None = None,
+        now: int | None = None,
+    ) -> list[Verified | TokenRefused]: ...
+
+def call_context(principal: str, audience: str, method: str, arguments_json: str) -> bytes: ...
+def canonical_json(arguments_json: str) -> str: ...
+def _cli_state_from_json(text: str) -> bytes: ...
+def _cli_check_state_cbor(cbor: bytes) -> None: ...
+def _cli_state_json(cbor: bytes) -> str | None: ...
+def _hex(data: bytes) -> str: ...

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the `reqstate` Python package (PyO3, maturin) into a project-local
+# virtualenv and tests it.
+#
+#   bash crates/reqstate-python/run-tests.sh                 # install, mypy --strict, pytest
+#   bash crates/reqstate-python/run-tests.sh --install-only  # install only (for tests/cli_conformance.rs)
+#   bash crates/reqstate-python/run-tests.sh [pytest args...]
+#
+# Creates crates/reqstate-python/.venv when absent, installs the pinned
+# requirements-dev.txt (maturin, mcp, mypy, pytest, grpcio for the sidecar
+# client), then builds and installs this package from its directory with
+# `pip install` (maturin, the Rust toolchain, the shared target/ dir:
+# incremental). Idempotent: a second run reinstalls the package and nothing
+# else. Needs python3 (3.10+), cargo and PyPI.
+#
+# The tests need the `reqstate` binary ($REQSTATE_BIN, default
+# <repo>/target/debug/reqstate) and the TypeScript command line
+# (clients/typescript/dist/cli.js, from clients/typescript/build.sh); they fail,
+# never skip, when either is missing. The interpreter with the package is
+# .venv/bin/python: tests/cli_conformance.rs runs `python -m reqstate` with it
+# (or with $REQSTATE_PYTHON).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="$here/.venv"
+python="${PYTHON:-python3}"
+
+install_only=false
+if [[ "${1:-}" == "--install-only" ]]; then
+    install_only=true
+    shift
+fi
+
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+    echo "run-tests.sh: creating $venv" >&2
+    rm -rf "$venv"
+    if ! "$python" -m venv "$venv" >/dev/null 2>&1 || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+        # No ensurepip (Debian's python3 without python3-venv): bootstrap a
+        # project-local virtualenv from PyPI instead.
+        rm -rf "$venv"
+        boot="$here/.bootstrap"
+        "$python" -m pip install --quiet --disable-pip-version-check --target "$boot" virtualenv==21.15.11
+        PYTHONPATH="$boot" "$python" -m virtualenv --quiet "$venv"
+    fi
+fi
+
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+stamp="$venv/.requirements-dev.txt"
+if ! cmp -s "$here/requirements-dev.txt" "$stamp"; then
+    "${pip[@]}" install --quiet -r "$here/requirements-dev.txt"
+    cp "$here/requirements-dev.txt" "$stamp"
+fi
+
+# The package itself, built from this directory as `pip install <dir>` does
+# on a fresh machine, but with the pinned maturin (no build isolation) and
+# the repository's target/ (CARGO_TARGET_DIR is the workspace's by default).
+# maturin's pep517 hooks run the `maturin` command: the venv's, on PATH.
+PATH="$venv/bin:$PATH" "${pip[@]}" install --quiet --no-deps --no-build-isolation --force-reinstall "$here"
+"${pip[@]}" check
+"$venv/bin/python" -c 'import reqstate, sys; sys.stderr.write(f"run-tests.sh: reqstate {reqstate.__version__} from {reqstate.__file__}\n")'
+
+if $install_only; then
+    exit 0
+fi
+
+cd "$here"
+# mypy --strict (pyproject.toml) on the package and its .pyi stubs, the
+# tests, the example and the benchmark script.
+"$venv/bin/python" -m mypy --strict
+export REQSTATE_BIN="${REQSTATE_BIN:-$repo/target/debug/reqstate}"
+exec "$venv/bin/python" -m pytest "$@"

@@ -1,0 +1,1226 @@
+//! `reqstate._native`: the reqstate core crate in-process for Python.
+//!
+//! The Python package `reqstate` (crates/reqstate-python/python/reqstate)
+//! re-exports what is here and adds the pure-Python parts (exceptions, the
+//! `mcp` codec, the command line). Nothing here panics across the FFI: every
+//! core error becomes a Python exception whose `reason` is the core's reason
+//! name (`errors`).
+//!
+//! - `Keyring` (`PyKeyring`): a keyring from TOML text, or from a file checked as the
+//!   sidecar checks it (the shared `reqstate-keyring-file` crate), reloaded on
+//!   request or, optionally, when the file changes (checked on use, at most
+//!   once per interval, keeping the last good keyring on error).
+//! - `Codec` (`PyCodec`): mint, verify, seal, unseal, consume under a keyring and a
+//!   policy; batch calls release the GIL.
+//! - `call_context`, `canonical_json`: FORMAT.md §7 (RFC 8785).
+//!
+//! Randomness: `ForkSafeRandom`, OS randomness through the core's
+//! per-thread pool; after a `fork` (seen by a `pthread_atfork` handler) each
+//! thread's first draw, nonce hedges included, takes the pool's pid-checked
+//! path, so a forked child (gunicorn, multiprocessing) never replays its
+//! parent's bytes.
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString};
+use reqstate::{
+    Aad, Binding, BufferedRandom, Clock, Codec, KeyStatus, MemoryReplayStore, Policy,
+    RandomnessUnavailable, SecureRandom, SystemClock, Verified,
+};
+use zeroize::Zeroizing;
+
+mod errors;
+mod state;
+
+use errors::Kind;
+// The sidecar's keyring file loader: the same ownership, mode, directory and
+// secret-file checks (docs/KEYRING.md).
+use reqstate_keyring_file::{KeyringPermissions, load_keyring_file};
+
+// ------------------------------------------------------------ clock, random
+
+std::thread_local! {
+    /// A clock reading given to this call (`now=`), else `None`.
+    static CALL_NOW: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// The system clock, or the `now=` of the call running on this thread.
+#[derive(Debug, Clone, Copy)]
+struct CallClock;
+
+impl Clock for CallClock {
+    fn now(&self) -> u64 {
+        CALL_NOW
+            .with(Cell::get)
+            .unwrap_or_else(|| SystemClock.now())
+    }
+}
+
+/// Runs `f` with the clock reading `now` (the system clock if `None`).
+fn at<R>(now: Option<u64>, f: impl FnOnce() -> R) -> R {
+    let previous = CALL_NOW.with(|c| c.replace(now));
+    let out = f();
+    CALL_NOW.with(|c| c.set(previous));
+    out
+}
+
+/// Forks of this process seen by the `pthread_atfork` child handler.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+std::thread_local! {
+    /// The value of [`FORKS`] when this thread last drew randomness.
+    static FORKS_SEEN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs in the child of every `fork()` (glibc's `pthread_atfork`: Python's
+/// `os.fork`, `multiprocessing`, gunicorn, a C library's fork alike). Only
+/// an atomic increment: async-signal-safe, as a child handler must be.
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Registers [`after_fork_in_child`], once per process (the module is
+/// initialised once; a forked child inherits the registration).
+fn register_fork_handler() -> Result<(), String> {
+    // SAFETY: pthread_atfork only records three function pointers (two
+    // null); the child handler is an `extern "C" fn` with no arguments that
+    // touches nothing but a static atomic.
+    #[allow(unsafe_code)]
+    let rc = unsafe { nix::libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!("pthread_atfork failed ({rc})"))
+    }
+}
+
+/// OS randomness through the core's per-thread [`BufferedRandom`] pool, made
+/// fork-safe for nonce hedges too.
+///
+/// The core's default ([`Codec::new`]) draws nonce hedges `r` without its
+/// process-id check: a nonce is HMAC(K_n, r ‖ A ‖ body), so a pool copied by
+/// `fork` could repeat a nonce only for the very same message (the very
+/// same token). A Python server is very often pre-forked (gunicorn,
+/// multiprocessing) after the codec was first used, so here the first draw
+/// of each thread after a `fork` goes through the pool's pid-checked path,
+/// which discards the copied pool and refills it from the OS: parent and
+/// child never share `r`, hence never a nonce, even for equal messages.
+/// Other draws cost no system call (a `getpid` on every draw would cost
+/// more than the draw itself). Key generation and single-use token ids
+/// always take the pid-checked path.
+#[derive(Debug, Clone, Copy, Default)]
+struct ForkSafeRandom;
+
+impl SecureRandom for ForkSafeRandom {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
+        BufferedRandom.fill(dest)
+    }
+
+    fn fill_hedge(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
+        let forks = FORKS.load(Ordering::Relaxed);
+        if FORKS_SEEN.with(Cell::get) == forks {
+            return BufferedRandom.fill_hedge(dest);
+        }
+        // First draw of this thread since a fork (or ever): the pid check
+        // refills a pool this process did not fill.
+        BufferedRandom.fill(dest)?;
+        FORKS_SEEN.with(|seen| seen.set(forks));
+        Ok(())
+    }
+}
+
+fn new_codec(keyring: reqstate::Keyring) -> Codec {
+    Codec::with_parts(keyring, Policy::new(), CallClock, ForkSafeRandom)
+}
+
+// ------------------------------------------------------------------ keyring
+
+/// A keyring file and how it is checked and watched.
+struct FileSource {
+    path: PathBuf,
+    permissions: KeyringPermissions,
+    /// `Some(interval)`: reload on use when the file changed, checked at
+    /// most once per interval.
+    auto_reload: Option<Duration>,
+}
+
+/// What identifies one version of the file cheaply (`stat`, following
+/// symlinks, as a Kubernetes `..data` swap changes the target).
+type Signature = (u64, u64, i64, i64, i64, u64);
+
+fn signature(path: &std::path::Path) -> Option<Signature> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime_nsec(),
+        m.size(),
+    ))
+}
+
+struct Watch {
+    last_check: Instant,
+    signature: Option<Signature>,
+    last_error: Option<String>,
+}
+
+/// The keys in use, swapped whole on reload.
+struct Loaded {
+    codec: Codec,
+    /// The file's bytes (inline secrets are in it: zeroized on drop), to
+    /// tell a real change from a touch.
+    contents: Option<Zeroizing<Vec<u8>>>,
+}
+
+struct KeyringState {
+    current: ArcSwap<Loaded>,
+    generation: AtomicU64,
+    source: Option<FileSource>,
+    watch: Mutex<Watch>,
+}
+
+impl KeyringState {
+    fn new(loaded: Loaded, source: Option<FileSource>) -> Self {
+        let signature = source.as_ref().and_then(|s| signature(&s.path));
+        KeyringState {
+            current: ArcSwap::from_pointee(loaded),
+            generation: AtomicU64::new(1),
+            source,
+            watch: Mutex::new(Watch {
+                last_check: Instant::now(),
+                signature,
+                last_error: None,
+            }),
+        }
+    }
+
+    /// Loads the file again; swaps the keys in if its contents changed.
+    /// On error the keys in use stay.
+    fn reload(&self) -> Result<bool, String> {
+        let Some(source) = &self.source else {
+            return Err(
+                "this keyring was not loaded from a file: there is nothing to reload".into(),
+            );
+        };
+        let before = signature(&source.path);
+        let loaded = load_keyring_file(&source.path, source.permissions).map_err(|e| e.to_string());
+        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        watch.last_check = Instant::now();
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                watch.last_error = Some(e.clone());
+                return Err(e);
+            }
+        };
+        watch.signature = before;
+        watch.last_error = None;
+        let current = self.current.load();
+        if current.contents.as_deref().map(|c| &c[..]) == Some(&loaded.contents[..]) {
+            return Ok(false);
+        }
+        self.current.store(Arc::new(Loaded {
+            codec: new_codec(loaded.keyring),
+            contents: Some(loaded.contents),
+        }));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(true)
+    }
+
+    /// With `auto_reload`: at most once per interval, `stat` the file and
+    /// reload it if it changed. Never fails: an error is kept in
+    /// `last_error` and the last good keyring stays in use.
+    fn maybe_reload(&self) {
+        let Some(FileSource {
+            path,
+            auto_reload: Some(interval),
+            ..
+        }) = &self.source
+        else {
+            return;
+        };
+        let changed = {
+            // Another thread checking right now is enough.
+            let Ok(mut watch) = self.watch.try_lock() else {
+                return;
+            };
+            if watch.last_check.elapsed() < *interval {
+                return;
+            }
+            watch.last_check = Instant::now();
+            let now = signature(path);
+            now != watch.signature
+        };
+        if changed {
+            let _ = self.reload();
+        }
+    }
+
+    fn codec(&self) -> Arc<Loaded> {
+        self.maybe_reload();
+        self.current.load_full()
+    }
+}
+
+/// One key of a keyring, as `Keyring.keys()` lists it (no secret).
+#[pyclass(module = "reqstate._native", name = "KeyInfo", frozen, get_all)]
+struct PyKeyInfo {
+    /// The key id.
+    id: u32,
+    /// `"hmac-sha256"` or `"xchacha20-poly1305"`.
+    algorithm: &'static str,
+    /// `"primary"`, `"active"` or `"retired"`.
+    status: &'static str,
+    /// The key's `created` time, unix seconds, if the keyring gives it.
+    created_at: Option<u64>,
+}
+
+#[pymethods]
+impl PyKeyInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "KeyInfo(id={}, algorithm={:?}, status={:?})",
+            self.id, self.algorithm, self.status
+        )
+    }
+}
+
+/// A keyring: keys by id, one primary that mints, active keys that verify,
+/// retired keys whose tokens are refused (docs/KEYRING.md).
+#[pyclass(module = "reqstate._native", name = "Keyring", frozen)]
+struct PyKeyring {
+    state: Arc<KeyringState>,
+}
+
+fn keyring_error(py: Python<'_>, e: &reqstate::KeyringError) -> PyErr {
+    errors::keyring(py, &e.to_string())
+}
+
+#[pymethods]
+impl PyKeyring {
+    /// A keyring from TOML text with inline secrets (`secret = "..."`).
+    /// `secret_file` and `secret_env` need `Keyring.from_file`.
+    #[staticmethod]
+    fn from_toml(py: Python<'_>, text: &str) -> PyResult<Self> {
+        let keyring = reqstate::Keyring::from_toml(text).map_err(|e| keyring_error(py, &e))?;
+        Ok(Self::of(keyring, None, None))
+    }
+
+    /// A keyring file, checked as the sidecar checks it: owned by this
+    /// process's user or root, not writable by others, not readable by them
+    /// unless `allow_insecure_permissions`, on a path no other user can
+    /// replace; `secret_file` and `secret_env` resolved and checked too.
+    ///
+    /// `auto_reload=True`: every use checks (at most once per
+    /// `check_interval` seconds, one `stat`) whether the file changed and
+    /// reloads it; a file that does not load leaves the last good keyring
+    /// in use (`last_reload_error` says why).
+    #[staticmethod]
+    #[pyo3(signature = (path, *, allow_insecure_permissions = false, auto_reload = false, check_interval = 1.0))]
+    fn from_file(
+        py: Python<'_>,
+        path: PathBuf,
+        allow_insecure_permissions: bool,
+        auto_reload: bool,
+        check_interval: f64,
+    ) -> PyResult<Self> {
+        if !(check_interval.is_finite() && check_interval >= 0.0) {
+            return Err(errors::invalid_argument(
+                py,
+                "check_interval must be a finite number of seconds, at least 0",
+            ));
+        }
+        let permissions = if allow_insecure_permissions {
+            KeyringPermissions::AllowGroupOrOtherReadable
+        } else {
+            KeyringPermissions::OwnerOnly
+        };
+        let loaded = py
+            .detach(|| load_keyring_file(&path, permissions).map_err(|e| e.to_string()))
+            .map_err(|e| errors::keyring(py, &e))?;
+        let source = FileSource {
+            path,
+            permissions,
+            auto_reload: auto_reload.then(|| Duration::from_secs_f64(check_interval)),
+        };
+        Ok(Self::of(
+            loaded.keyring,
+            Some(loaded.contents),
+            Some(source),
+        ))
+    }
+
+    /// A keyring of one fresh random primary key that exists only in this
+    /// process: for tests and single-process servers.
+    #[staticmethod]
+    #[pyo3(signature = (algorithm = "xchacha20-poly1305"))]
+    fn ephemeral(py: Python<'_>, algorithm: &str) -> PyResult<Self> {
+        let algorithm = reqstate::Algorithm::from_name(algorithm).ok_or_else(|| {
+            errors::invalid_argument(
+                py,
+                "algorithm must be \"xchacha20-poly1305\" or \"hmac-sha256\"",
+            )
+        })?;
+        let keyring = reqstate::Keyring::ephemeral(algorithm, &reqstate::OsRandom::new())
+            .map_err(|e| errors::any(py, &e.into()))?;
+        Ok(Self::of(keyring, None, None))
+    }
+
+    /// Reads the keyring file again (with every check) and, if its contents
+    /// changed, uses the new keys from the next call on. Returns whether they
+    /// changed. On any error raises `KeyringError` and keeps the keys in use.
+    fn reload(&self, py: Python<'_>) -> PyResult<bool> {
+        let state = Arc::clone(&self.state);
+        py.detach(move || state.reload())
+            .map_err(|e| errors::keyring(py, &e))
+    }
+
+    /// The keyring file, or `None` for a keyring from text.
+    #[getter]
+    fn path(&self) -> Option<PathBuf> {
+        self.state.source.as_ref().map(|s| s.path.clone())
+    }
+
+    /// Whether the file is reloaded on use when it changes.
+    #[getter]
+    fn auto_reload(&self) -> bool {
+        self.state
+            .source
+            .as_ref()
+            .is_some_and(|s| s.auto_reload.is_some())
+    }
+
+    /// Why the last reload failed (the last good keyring stayed in use), or
+    /// `None` when it succeeded or none failed.
+    #[getter]
+    fn last_reload_error(&self) -> Option<String> {
+        self.state
+            .watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_error
+            .clone()
+    }
+
+    /// Counts the keyrings this object has held: 1, plus one per reload
+    /// that changed the keys.
+    #[getter]
+    fn generation(&self) -> u64 {
+        self.state.generation.load(Ordering::Acquire)
+    }
+
+    /// The primary key's id (the key that mints and seals).
+    #[getter]
+    fn primary_key_id(&self) -> u32 {
+        self.state.codec().codec.keyring().primary().id().get()
+    }
+
+    /// The keys, by id (no secrets).
+    fn keys(&self) -> Vec<PyKeyInfo> {
+        let loaded = self.state.codec();
+        loaded
+            .codec
+            .keyring()
+            .keys()
+            .into_iter()
+            .map(|k| PyKeyInfo {
+                id: k.id().get(),
+                algorithm: k.algorithm().name(),
+                status: status_name(k.status()),
+                created_at: k.created_at(),
+            })
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.state.current.load().codec.keyring().len()
+    }
+
+    fn __repr__(&self) -> String {
+        let loaded = self.state.current.load();
+        let keys: Vec<String> = loaded
+            .codec
+            .keyring()
+            .keys()
+            .into_iter()
+            .map(|k| {
+                format!(
+                    "{} {} {}",
+                    k.id(),
+                    status_name(k.status()),
+                    k.algorithm().name()
+                )
+            })
+            .collect();
+        match &self.state.source {
+            Some(s) => format!("Keyring(path={:?}, keys=[{}])", s.path, keys.join(", ")),
+            None => format!("Keyring(keys=[{}])", keys.join(", ")),
+        }
+    }
+}
+
+fn status_name(status: KeyStatus) -> &'static str {
+    status.name()
+}
+
+impl PyKeyring {
+    fn of(
+        keyring: reqstate::Keyring,
+        contents: Option<Zeroizing<Vec<u8>>>,
+        source: Option<FileSource>,
+    ) -> Self {
+        PyKeyring {
+            state: Arc::new(KeyringState::new(
+                Loaded {
+                    codec: new_codec(keyring),
+                    contents,
+                },
+                source,
+            )),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ binding
+
+/// What a state token is bound to but does not carry: the tool and the
+/// caller's context bytes (usually `call_context(...)`). Checked once.
+#[pyclass(module = "reqstate._native", name = "Binding", frozen)]
+struct PyBinding {
+    tool: String,
+    context: Vec<u8>,
+}
+
+#[pymethods]
+impl PyBinding {
+    /// `tool`: 1 to 256 bytes of UTF-8; `context`: at most 65536 bytes
+    /// (empty binds to no context). A `str` context is taken as its UTF-8.
+    #[new]
+    #[pyo3(signature = (tool, context = None))]
+    fn new(
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        context: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let tool = text_arg(py, tool, "tool")?;
+        let context = match context {
+            None => Vec::new(),
+            Some(c) => bytes_arg(py, c, "context")?,
+        };
+        Binding::with_context_bytes(&tool, &context)
+            .map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+        Ok(PyBinding { tool, context })
+    }
+
+    /// The tool name.
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The context bytes.
+    #[getter]
+    fn context<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.context)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Binding(tool={:?}, context=<{} bytes>)",
+            self.tool,
+            self.context.len()
+        )
+    }
+}
+
+impl PyBinding {
+    /// The core's binding (checked once already, when this was built).
+    fn binding(&self, py: Python<'_>) -> PyResult<Binding<'_>> {
+        Binding::with_context_bytes(&self.tool, &self.context)
+            .map_err(|e| errors::invalid_argument(py, &e.to_string()))
+    }
+}
+
+fn text_arg(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    let s = value
+        .cast::<PyString>()
+        .map_err(|_| errors::invalid_argument(py, &format!("{name} must be a str")))?;
+    s.to_cow()
+        .map(|s| s.into_owned())
+        .map_err(|_| errors::invalid_argument(py, &format!("{name} is not valid Unicode")))
+}
+
+fn bytes_arg(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u8>> {
+    if let Ok(s) = value.cast::<PyString>() {
+        return s
+            .to_cow()
+            .map(|s| s.as_bytes().to_vec())
+            .map_err(|_| errors::invalid_argument(py, &format!("{name} is not valid Unicode")));
+    }
+    if let Ok(b) = value.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    value.extract::<Vec<u8>>().map_err(|_| {
+        errors::invalid_argument(
+            py,
+            &format!("{name} must be bytes (or str, taken as UTF-8)"),
+        )
+    })
+}
+
+// ------------------------------------------------------------------ results
+
+/// A minted token.
+#[pyclass(module = "reqstate._native", name = "Minted", frozen, get_all)]
+struct PyMinted {
+    /// The token (base64url, no padding).
+    token: Py<PyString>,
+    /// The key that minted it (the primary).
+    key_id: u32,
+    /// Issue time, unix seconds.
+    issued_at: u64,
+    /// Expiry, unix seconds.
+    expires_at: u64,
+}
+
+#[pymethods]
+impl PyMinted {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Minted(token={:?}, key_id={}, issued_at={}, expires_at={})",
+            self.token.bind(py).to_string(),
+            self.key_id,
+            self.issued_at,
+            self.expires_at
+        )
+    }
+}
+
+/// A token that passed every check, its state decoded.
+#[pyclass(module = "reqstate._native", name = "Verified", frozen, get_all)]
+struct PyVerified {
+    /// The step the token carries.
+    step: Py<PyString>,
+    /// The state: None, bool, int, float, str, bytes, list, dict.
+    state: Py<PyAny>,
+    /// The state's CBOR bytes, as the token carries them.
+    state_cbor: Py<PyBytes>,
+    /// The key that verified it.
+    key_id: u32,
+    /// Issue time, unix seconds.
+    issued_at: u64,
+    /// Expiry, unix seconds.
+    expires_at: u64,
+}
+
+#[pymethods]
+impl PyVerified {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Verified(step={:?}, state={}, key_id={}, issued_at={}, expires_at={})",
+            self.step.bind(py).to_string(),
+            self.state
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
+            self.key_id,
+            self.issued_at,
+            self.expires_at
+        )
+    }
+}
+
+/// A sealed payload.
+#[pyclass(module = "reqstate._native", name = "Sealed", frozen, get_all)]
+struct PySealed {
+    /// The token.
+    token: Py<PyString>,
+    /// The key that sealed it (the primary).
+    key_id: u32,
+}
+
+#[pymethods]
+impl PySealed {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Sealed(token={:?}, key_id={})",
+            self.token.bind(py).to_string(),
+            self.key_id
+        )
+    }
+}
+
+/// An opened sealed payload.
+#[pyclass(module = "reqstate._native", name = "Unsealed", frozen, get_all)]
+struct PyUnsealed {
+    /// The payload given to `seal`.
+    payload: Py<PyBytes>,
+    /// The key that opened it.
+    key_id: u32,
+}
+
+#[pymethods]
+impl PyUnsealed {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Unsealed(payload=<{} bytes>, key_id={})",
+            self.payload.bind(py).as_bytes().len(),
+            self.key_id
+        )
+    }
+}
+
+fn minted(py: Python<'_>, m: reqstate::Minted) -> PyMinted {
+    PyMinted {
+        token: PyString::new(py, &m.token).unbind(),
+        key_id: m.key_id.get(),
+        issued_at: m.issued_at,
+        expires_at: m.expires_at,
+    }
+}
+
+/// A verified token with its state as bytes, decoded into Python (or
+/// `state_decoding` when the state has no Python form).
+fn verified(py: Python<'_>, v: Verified<Vec<u8>>, decode: bool) -> PyResult<PyVerified> {
+    let state = if decode {
+        state::to_py_fast(py, &v.state)
+            .map_err(|why| errors::refused(py, &reqstate::Refusal::StateDecoding(why)))?
+            .unbind()
+    } else {
+        py.None()
+    };
+    Ok(PyVerified {
+        step: PyString::new(py, &v.step).unbind(),
+        state,
+        state_cbor: PyBytes::new(py, &v.state).unbind(),
+        key_id: v.key_id.get(),
+        issued_at: v.issued_at,
+        expires_at: v.expires_at,
+    })
+}
+
+// -------------------------------------------------------------- replay store
+
+/// A spent-token record for single-use tokens, in this process's memory
+/// (the core's `MemoryReplayStore`): single use within one process only.
+/// A fleet, or a pre-forked server, needs the sidecar's shared store.
+#[pyclass(module = "reqstate._native", name = "MemoryReplayStore", frozen)]
+struct PyReplayStore {
+    store: Arc<MemoryReplayStore>,
+}
+
+#[pymethods]
+impl PyReplayStore {
+    /// A store of at most `capacity` live records (refusing, `replay_store_full`, beyond).
+    #[new]
+    #[pyo3(signature = (capacity = 100_000))]
+    fn new(py: Python<'_>, capacity: usize) -> PyResult<Self> {
+        if capacity == 0 {
+            return Err(errors::invalid_argument(py, "capacity must be at least 1"));
+        }
+        Ok(PyReplayStore {
+            store: Arc::new(MemoryReplayStore::new(capacity)),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.store.len()
+    }
+}
+
+// -------------------------------------------------------------------- codec
+
+/// Mints and verifies requestState tokens under a keyring and a policy.
+#[pyclass(module = "reqstate._native", name = "Codec", frozen)]
+struct PyCodec {
+    keyring: Py<PyKeyring>,
+    state: Arc<KeyringState>,
+    policy: Policy,
+    /// The core codec for the keyring's generation it was built for.
+    cached: ArcSwap<(u64, Codec)>,
+}
+
+/// One batch item's outcome, computed without the GIL.
+enum Outcome<T, E> {
+    Done(T),
+    Failed(E),
+}
+
+impl PyCodec {
+    /// The core codec: this policy over the keyring's current keys (rebuilt
+    /// only when a reload changed them).
+    fn core(&self) -> arc_swap::Guard<Arc<(u64, Codec)>> {
+        self.state.maybe_reload();
+        let generation = self.state.generation.load(Ordering::Acquire);
+        let cached = self.cached.load();
+        if cached.0 == generation {
+            return cached;
+        }
+        let fresh = self
+            .state
+            .current
+            .load()
+            .codec
+            .clone()
+            .with_policy(self.policy);
+        self.cached.store(Arc::new((generation, fresh)));
+        self.cached.load()
+    }
+}
+
+#[pymethods]
+impl PyCodec {
+    /// A codec over `keyring` with a policy: the longest token (64..=1048576
+    /// characters), the clock leeway (0..=600 s) and the longest lifetime
+    /// (1..=2592000 s).
+    #[new]
+    #[pyo3(signature = (keyring, *, max_token_len = Policy::DEFAULT_MAX_TOKEN_LEN, clock_leeway = Policy::DEFAULT_CLOCK_LEEWAY, max_lifetime = Policy::DEFAULT_MAX_LIFETIME))]
+    fn new(
+        py: Python<'_>,
+        keyring: Bound<'_, PyKeyring>,
+        max_token_len: usize,
+        clock_leeway: u64,
+        max_lifetime: u64,
+    ) -> PyResult<Self> {
+        let invalid = |e: reqstate::InvalidArgument| errors::invalid_argument(py, &e.to_string());
+        let policy = Policy::new()
+            .with_max_token_len(max_token_len)
+            .map_err(invalid)?
+            .with_clock_leeway(Duration::from_secs(clock_leeway))
+            .map_err(invalid)?
+            .with_max_lifetime(Duration::from_secs(max_lifetime))
+            .map_err(invalid)?;
+        let state = Arc::clone(&keyring.get().state);
+        let generation = state.generation.load(Ordering::Acquire);
+        let codec = state.current.load().codec.clone().with_policy(policy);
+        Ok(PyCodec {
+            keyring: keyring.unbind(),
+            state,
+            policy,
+            cached: ArcSwap::from_pointee((generation, codec)),
+        })
+    }
+
+    /// The keyring.
+    #[getter]
+    fn keyring(&self, py: Python<'_>) -> Py<PyKeyring> {
+        self.keyring.clone_ref(py)
+    }
+
+    /// The longest token minted or accepted, in characters.
+    #[getter]
+    fn max_token_len(&self) -> usize {
+        self.policy.max_token_len()
+    }
+
+    /// The clock leeway, in seconds.
+    #[getter]
+    fn clock_leeway(&self) -> u64 {
+        self.policy.clock_leeway()
+    }
+
+    /// The longest lifetime minted or accepted, in seconds.
+    #[getter]
+    fn max_lifetime(&self) -> u64 {
+        self.policy.max_lifetime()
+    }
+
+    /// Mints a token for `binding` at `step` carrying `state` (a
+    /// JSON-compatible value, or bytes), valid `ttl` seconds. `single_use`:
+    /// a token accepted once, by `consume`. `now`: the clock reading to use
+    /// (unix seconds; default the system clock).
+    #[pyo3(signature = (binding, step, state = None, *, ttl = 600, single_use = false, now = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mint(
+        &self,
+        py: Python<'_>,
+        binding: &PyBinding,
+        step: &Bound<'_, PyAny>,
+        state: Option<&Bound<'_, PyAny>>,
+        ttl: u64,
+        single_use: bool,
+        now: Option<u64>,
+    ) -> PyResult<PyMinted> {
+        let step = text_arg(py, step, "step")?;
+        let none = py.None().into_bound(py);
+        let state = state::PyState::new(state.unwrap_or(&none));
+        self.mint_state(py, binding, &step, &state, ttl, single_use, now)
+    }
+
+    /// `mint` with the state given as one CBOR item, embedded byte for
+    /// byte. It must be in preferred serialization as the core writes it
+    /// (docs/CLI.md `--state-cbor-hex`); otherwise `state_encoding`.
+    #[pyo3(signature = (binding, step, state_cbor, *, ttl = 600, single_use = false, now = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mint_cbor(
+        &self,
+        py: Python<'_>,
+        binding: &PyBinding,
+        step: &Bound<'_, PyAny>,
+        state_cbor: &[u8],
+        ttl: u64,
+        single_use: bool,
+        now: Option<u64>,
+    ) -> PyResult<PyMinted> {
+        let step = text_arg(py, step, "step")?;
+        let state = match state::from_cbor(state_cbor) {
+            Ok(value) => state::State::Value(value),
+            Err(why) => state::State::Unencodable(why),
+        };
+        self.mint_state(py, binding, &step, &state, ttl, single_use, now)
+    }
+
+    /// Verifies a state token against `binding` and, if given,
+    /// `expected_step`; decodes its state. Raises `TokenRefused` (its
+    /// `reason` says why) for any token that is not accepted.
+    #[pyo3(signature = (token, binding, *, expected_step = None, now = None))]
+    fn verify(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        binding: &PyBinding,
+        expected_step: Option<&str>,
+        now: Option<u64>,
+    ) -> PyResult<PyVerified> {
+        let v = self.verify_raw_at(py, token, binding, expected_step, now)?;
+        verified(py, v, true)
+    }
+
+    /// `verify` without decoding the state: `state` is None and
+    /// `state_cbor` holds the state item's bytes as the token carries them.
+    #[pyo3(signature = (token, binding, *, expected_step = None, now = None))]
+    fn verify_cbor(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        binding: &PyBinding,
+        expected_step: Option<&str>,
+        now: Option<u64>,
+    ) -> PyResult<PyVerified> {
+        let v = self.verify_raw_at(py, token, binding, expected_step, now)?;
+        verified(py, v, false)
+    }
+
+    /// Consumes a single-use token: verifies it, records it as spent in
+    /// `store`, and gives its contents only the first time (`replayed`
+    /// after). A token that is not single-use is `wrong_kind`.
+    #[pyo3(signature = (token, binding, store, *, expected_step = None, now = None, decode = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn consume(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        binding: &PyBinding,
+        store: &PyReplayStore,
+        expected_step: Option<&str>,
+        now: Option<u64>,
+        decode: bool,
+    ) -> PyResult<PyVerified> {
+        let core = self.core();
+        let codec = &core.1;
+        let b = binding.binding(py)?;
+        let expected = match expected_step {
+            Some(step) => b.step(step),
+            None => b.any_step(),
+        };
+        let v = at(now, || {
+            codec
+                .verify_single_use_raw(token, expected)
+                .and_then(|r| r.redeem(&*store.store))
+        })
+        .map_err(|e| errors::refused(py, &e))?;
+        verified(py, v, decode)
+    }
+
+    /// Seals opaque bytes under the primary key, bound to `aad` (at most
+    /// 65536 bytes): for SDKs that stamp and check their own claims.
+    #[pyo3(signature = (payload, aad = b"".as_slice()))]
+    fn seal(&self, py: Python<'_>, payload: &[u8], aad: &[u8]) -> PyResult<PySealed> {
+        let aad = Aad::new(aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+        let sealed = self
+            .core()
+            .1
+            .seal(payload, aad)
+            .map_err(|e| errors::mint(py, &e))?;
+        Ok(PySealed {
+            token: PyString::new(py, &sealed.token).unbind(),
+            key_id: sealed.key_id.get(),
+        })
+    }
+
+    /// Opens a token made by `seal` with the same `aad`. Raises
+    /// `TokenRefused` otherwise.
+    #[pyo3(signature = (token, aad = b"".as_slice()))]
+    fn unseal(&self, py: Python<'_>, token: &str, aad: &[u8]) -> PyResult<PyUnsealed> {
+        let aad = Aad::new(aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+        let opened = self
+            .core()
+            .1
+            .unseal(token, aad)
+            .map_err(|e| errors::refused(py, &e))?;
+        Ok(PyUnsealed {
+            payload: PyBytes::new(py, &opened.payload).unbind(),
+            key_id: opened.key_id.get(),
+        })
+    }
+
+    /// Mints one token per state, all for `binding` and `step`, with the
+    /// GIL released while the core works. Returns, in order, a `Minted` or
+    /// the `MintRefused`/`InvalidArgument` exception (not raised) per state.
+    #[pyo3(signature = (binding, step, states, *, ttl = 600, now = None))]
+    fn mint_many<'py>(
+        &self,
+        py: Python<'py>,
+        binding: &PyBinding,
+        step: &Bound<'py, PyAny>,
+        states: &Bound<'py, PyAny>,
+        ttl: u64,
+        now: Option<u64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let step = text_arg(py, step, "step")?;
+        let states: Vec<state::State> = states
+            .try_iter()?
+            .map(|s| s.map(|s| state::from_py(&s)))
+            .collect::<PyResult<_>>()?;
+        let core = self.core();
+        let codec = &core.1;
+        let b = binding.binding(py)?;
+        let ttl = Duration::from_secs(ttl);
+        let outcomes: Vec<Outcome<reqstate::Minted, reqstate::MintError>> = py.detach(|| {
+            at(now, || {
+                states
+                    .iter()
+                    .map(|s| match codec.mint(b, &step, s, ttl) {
+                        Ok(m) => Outcome::Done(m),
+                        Err(e) => Outcome::Failed(e),
+                    })
+                    .collect()
+            })
+        });
+        let out = PyList::empty(py);
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Done(m) => out.append(Bound::new(py, minted(py, m))?)?,
+                Outcome::Failed(e) => {
+                    let kind = match e {
+                        reqstate::MintError::InvalidArgument(_) => Kind::InvalidArgument,
+                        _ => Kind::Mint,
+                    };
+                    out.append(errors::instance(py, kind, e.reason(), &e.to_string())?)?
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Verifies many tokens against one `binding` (and `expected_step`),
+    /// with the GIL released while the core works. Returns, in order, a
+    /// `Verified` or the `TokenRefused` exception (not raised) per token.
+    #[pyo3(signature = (tokens, binding, *, expected_step = None, now = None))]
+    fn verify_many<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: &Bound<'py, PyAny>,
+        binding: &PyBinding,
+        expected_step: Option<String>,
+        now: Option<u64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tokens: Vec<String> = tokens
+            .try_iter()?
+            .map(|t| t.and_then(|t| t.extract::<String>()))
+            .collect::<PyResult<_>>()?;
+        let core = self.core();
+        let codec = &core.1;
+        let b = binding.binding(py)?;
+        let expected = match expected_step.as_deref() {
+            Some(step) => b.step(step),
+            None => b.any_step(),
+        };
+        let outcomes: Vec<Result<Verified<Vec<u8>>, reqstate::Refusal>> = py.detach(|| {
+            at(now, || {
+                tokens
+                    .iter()
+                    .map(|t| codec.verify_raw(t, expected))
+                    .collect()
+            })
+        });
+        let out = PyList::empty(py);
+        for outcome in outcomes {
+            let item = match outcome
+                .map_err(|e| errors::refused(py, &e))
+                .and_then(|v| verified(py, v, true))
+            {
+                Ok(v) => Bound::new(py, v)?.into_any(),
+                Err(e) => e.into_value(py).into_bound(py).into_any(),
+            };
+            out.append(item)?;
+        }
+        Ok(out)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Codec(max_token_len={}, clock_leeway={}, max_lifetime={})",
+            self.policy.max_token_len(),
+            self.policy.clock_leeway(),
+            self.policy.max_lifetime()
+        )
+    }
+}
+
+impl PyCodec {
+    #[allow(clippy::too_many_arguments)]
+    fn mint_state(
+        &self,
+        py: Python<'_>,
+        binding: &PyBinding,
+        step: &str,
+        state: &impl serde::Serialize,
+        ttl: u64,
+        single_use: bool,
+        now: Option<u64>,
+    ) -> PyResult<PyMinted> {
+        let core = self.core();
+        let codec = &core.1;
+        let b = binding.binding(py)?;
+        let ttl = Duration::from_secs(ttl);
+        let m = at(now, || {
+            if single_use {
+                codec.mint_single_use(b, step, state, ttl)
+            } else {
+                codec.mint(b, step, state, ttl)
+            }
+        })
+        .map_err(|e| errors::mint(py, &e))?;
+        Ok(minted(py, m))
+    }
+
+    fn verify_raw_at(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        binding: &PyBinding,
+        expected_step: Option<&str>,
+        now: Option<u64>,
+    ) -> PyResult<Verified<Vec<u8>>> {
+        let core = self.core();
+        let codec = &core.1;
+        let b = binding.binding(py)?;
+        let expected = match expected_step {
+            Some(step) => b.step(step),
+            None => b.any_step(),
+        };
+        at(now, || codec.verify_raw(token, expected)).map_err(|e| errors::refused(py, &e))
+    }
+}
+
+// ---------------------------------------------------------------- functions
+
+/// The call context of one MCP call (FORMAT.md §7, RFC 8785): 32 bytes to
+/// bind a token to the principal, the audience (this server), the method
+/// and the exact arguments (their JSON text). Raises `InvalidArgument` for
+/// arguments JCS cannot represent exactly.
+#[pyfunction]
+fn call_context<'py>(
+    py: Python<'py>,
+    principal: &str,
+    audience: &str,
+    method: &str,
+    arguments_json: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let context = reqstate::call_context(principal, audience, method, arguments_json)
+        .map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+    Ok(PyBytes::new(py, context.as_bytes()))
+}
+
+/// The JCS (RFC 8785) text of one JSON value given as text.
+#[pyfunction]
+fn canonical_json(py: Python<'_>, arguments_json: &str) -> PyResult<String> {
+    reqstate::canonical_json(arguments_json)
+        .map_err(|e| errors::invalid_argument(py, &e.to_string()))
+}
+
+/// docs/CLI.md `--state-json`: JSON text to the CBOR bytes minted. Raises
+/// `ValueError` (a usage error) for text the command line refuses.
+#[pyfunction]
+fn _cli_state_from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let value = reqstate_cli_state::state_from_json(text)
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let bytes = state::encode(&value).map_err(pyo3::exceptions::PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// docs/CLI.md `--state-cbor-hex`: the CBOR bytes, checked. Raises
+/// `ValueError` (a usage error) for bytes the command line refuses.
+#[pyfunction]
+fn _cli_check_state_cbor(cbor: &[u8]) -> PyResult<()> {
+    state::from_cbor(cbor)
+        .map(drop)
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
+/// docs/CLI.md `verify`'s `state`: the JSON text of a state's JSON form,
+/// or None when it has none.
+#[pyfunction]
+fn _cli_state_json(cbor: &[u8]) -> Option<String> {
+    let value: ciborium::Value = ciborium::from_reader(cbor).ok()?;
+    reqstate_cli_state::state_to_json(&value).map(|j| j.to_string())
+}
+
+/// Lowercase hex of bytes.
+#[pyfunction]
+fn _hex(bytes: &[u8]) -> String {
+    state::hex(bytes)
+}
+
+/// The reason names of every core error (`reqstate::Error::reason()`).
+fn reasons() -> Vec<&'static str> {
+    let mut all: Vec<&'static str> = reqstate::Refusal::REASONS.to_vec();
+    for extra in [
+        "state_encoding",
+        "invalid_argument",
+        "randomness_unavailable",
+        "invalid_keyring",
+    ] {
+        if !all.contains(&extra) {
+            all.push(extra);
+        }
+    }
+    all
+}
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    register_fork_handler().map_err(pyo3::exceptions::PyOSError::new_err)?;
+    m.add_class::<PyKeyring>()?;
+    m.add_class::<PyKeyInfo>()?;
+    m.add_class::<PyBinding>()?;
+    m.add_class::<PyCodec>()?;
+    m.add_class::<PyMinted>()?;
+    m.add_class::<PyVerified>()?;
+    m.add_class::<PySealed>()?;
+    m.add_class::<PyUnsealed>()?;
+    m.add_class::<PyReplayStore>()?;
+    m.add_function(wrap_pyfunction!(call_context, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
+    m.add_function(wrap_pyfunction!(_cli_state_from_json, m)?)?;
+    m.add_function(wrap_pyfunction!(_cli_check_state_cbor, m)?)?;
+    m.add_function(wrap_pyfunction!(_cli_state_json, m)?)?;
+    m.add_function(wrap_pyfunction!(_hex, m)?)?;
+    m.add("REASONS", reasons())?;
+    m.add("CALL_CONTEXT_LEN", reqstate::CALL_CONTEXT_LEN)?;
+    m.add("MAX_STATE_DEPTH", reqstate::MAX_STATE_DEPTH)?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

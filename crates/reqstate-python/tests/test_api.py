@@ -1,0 +1,461 @@
+"""The Python API over the core: keyrings, codecs, states, errors, batches."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import NOW, REPO, VECTORS, key_toml, write_private
+
+import reqstate
+from reqstate import (
+    Binding,
+    Codec,
+    InvalidArgument,
+    Keyring,
+    KeyringError,
+    MemoryReplayStore,
+    MintRefused,
+    ReqstateError,
+    TokenRefused,
+    call_context,
+    canonical_json,
+)
+
+HMAC = "hmac-sha256"
+XCHACHA = "xchacha20-poly1305"
+COUNTER = {"current": 10, "amount": 5}
+COUNTER_CBOR = bytes.fromhex("a266616d6f756e74056763757272656e740a")
+
+
+def keyring_text(*keys: tuple[int, str, str]) -> str:
+    return "version = 1\n" + "".join(key_toml(i, alg, status) for i, alg, status in keys)
+
+
+@pytest.fixture(params=[HMAC, XCHACHA])
+def codec(request: pytest.FixtureRequest) -> Codec:
+    algorithm: str = request.param
+    other = XCHACHA if algorithm == HMAC else HMAC
+    return Codec(Keyring.from_toml(keyring_text((1, algorithm, "primary"), (2, other, "active"), (3, HMAC, "retired"))))
+
+
+@pytest.fixture
+def binding() -> Binding:
+    return Binding("increase-counter", call_context("user-42", "counter-server", "tools/call", {"current": 10}))
+
+
+def reload_error(keyring: Keyring) -> str | None:
+    """`last_reload_error`, read afresh (a property mypy would otherwise narrow)."""
+    return keyring.last_reload_error
+
+
+def reason_of(error: pytest.ExceptionInfo[ReqstateError]) -> str:
+    assert error.value.reason in reqstate.REASONS
+    return error.value.reason
+
+
+# ------------------------------------------------------------------ mint/verify
+
+
+def test_round_trip_and_every_binding(codec: Codec, binding: Binding) -> None:
+    minted = codec.mint(binding, "confirm", COUNTER, ttl=600, now=NOW)
+    assert (minted.key_id, minted.issued_at, minted.expires_at) == (1, NOW, NOW + 600)
+    verified = codec.verify(minted.token, binding, expected_step="confirm", now=NOW + 1)
+    assert verified.state == COUNTER and verified.step == "confirm"
+    assert verified.state_cbor == COUNTER_CBOR
+    assert (verified.key_id, verified.issued_at, verified.expires_at) == (1, NOW, NOW + 600)
+    # Any step when none is expected.
+    assert codec.verify(minted.token, binding, now=NOW).step == "confirm"
+    refusals: dict[str, Callable[[], object]] = {
+        "wrong_step": lambda: codec.verify(minted.token, binding, expected_step="amount", now=NOW),
+        "expired": lambda: codec.verify(minted.token, binding, now=NOW + 600 + 60),
+        "not_yet_valid": lambda: codec.verify(minted.token, binding, now=NOW - 61),
+        "authentication_failed": lambda: codec.verify(minted.token, Binding("other-tool", binding.context), now=NOW),
+        "malformed": lambda: codec.verify(minted.token + "-TAMPERED", binding, now=NOW),
+    }
+    for reason, attempt in refusals.items():
+        with pytest.raises(TokenRefused) as refused:
+            attempt()
+        assert reason_of(refused) == reason
+        assert refused.value.message
+    other_args = Binding(binding.tool, call_context("user-42", "counter-server", "tools/call", {"current": 11}))
+    with pytest.raises(TokenRefused, match="authentication_failed"):
+        codec.verify(minted.token, other_args, now=NOW)
+    # Within the leeway after expiry, still valid.
+    assert codec.verify(minted.token, binding, now=NOW + 600 + 59).state == COUNTER
+
+
+def test_keys_decide_retired_unknown_and_mismatched_algorithms(binding: Binding) -> None:
+    old = Codec(Keyring.from_toml(keyring_text((3, HMAC, "primary"))))
+    stranger = Codec(Keyring.from_toml(keyring_text((9, HMAC, "primary"))))
+    impostor = Codec(Keyring.from_toml(keyring_text((2, HMAC, "primary"))))
+    main = Codec(Keyring.from_toml(keyring_text((1, HMAC, "active"), (2, XCHACHA, "primary"), (3, HMAC, "retired"))))
+    for minter, reason in ((old, "retired_key"), (stranger, "unknown_key"), (impostor, "algorithm_mismatch")):
+        token = minter.mint(binding, "s", now=NOW).token
+        with pytest.raises(TokenRefused) as refused:
+            main.verify(token, binding, now=NOW)
+        assert refused.value.reason == reason
+
+
+def test_hmac_mint_is_deterministic_and_xchacha_is_not(binding: Binding) -> None:
+    hmac = Codec(Keyring.from_toml(keyring_text((1, HMAC, "primary"))))
+    assert hmac.mint(binding, "s", COUNTER, now=NOW).token == hmac.mint(binding, "s", COUNTER, now=NOW).token
+    xchacha = Codec(Keyring.from_toml(keyring_text((1, XCHACHA, "primary"))))
+    assert xchacha.mint(binding, "s", COUNTER, now=NOW).token != xchacha.mint(binding, "s", COUNTER, now=NOW).token
+
+
+def test_reference_claims_are_76_and_108_characters(binding: Binding) -> None:
+    context = bytes.fromhex(
+        "7072696e636970616c3d757365722d34323b61756469656e63653d636f756e7465722d7365727665723b6d6574686f643d746f6f6c732f63616c6c"
+    )
+    reference = Binding("increase-counter", context)
+    for algorithm, length in ((HMAC, 76), (XCHACHA, 108)):
+        codec = Codec(Keyring.from_toml(keyring_text((1, algorithm, "primary"))))
+        assert len(codec.mint(reference, "confirm", COUNTER, ttl=600, now=NOW).token) == length
+
+
+def test_mint_refusals_in_the_cores_order(codec: Codec, binding: Binding) -> None:
+    deep: Any = None
+    for _ in range(17):
+        deep = [deep]
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("empty step", {"step": ""}, "invalid_argument"),
+        ("ttl 0", {"ttl": 0}, "invalid_argument"),
+        ("ttl 0 before a deep state", {"ttl": 0, "state": deep}, "invalid_argument"),
+        ("ttl above the policy", {"ttl": 86401}, "lifetime_too_long"),
+        ("now + ttl overflows", {"now": 2**64 - 5, "ttl": 10}, "invalid_argument"),
+        ("17 levels", {"state": deep}, "state_encoding"),
+        ("no CBOR form", {"state": {"a": object()}}, "state_encoding"),
+        ("non-str key", {"state": {1: 2}}, "state_encoding"),
+        ("integer too large", {"state": 2**64}, "state_encoding"),
+        ("lone surrogate", {"state": "\ud800"}, "state_encoding"),
+    ]
+    for name, args, reason in cases:
+        kwargs = {"now": NOW, **{k: v for k, v in args.items() if k in ("ttl", "now")}}
+        with pytest.raises(ReqstateError) as refused:
+            codec.mint(binding, args.get("step", "s"), args.get("state"), **kwargs)
+        assert refused.value.reason == reason, name
+        assert isinstance(refused.value, InvalidArgument if reason == "invalid_argument" else MintRefused), name
+    small = Codec(codec.keyring, max_token_len=64)
+    with pytest.raises(MintRefused) as too_large:
+        small.mint(binding, "s", "x" * 100, now=NOW)
+    assert too_large.value.reason == "too_large"
+    # A cyclic state is too deep, not a crash.
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(MintRefused, match="state_encoding"):
+        codec.mint(binding, "s", cycle, now=NOW)
+
+
+def test_arguments_are_checked_where_built() -> None:
+    with pytest.raises(InvalidArgument) as empty:
+        Binding("")
+    assert empty.value.reason == "invalid_argument" and isinstance(empty.value, ValueError)
+    bad_bindings: list[Callable[[], object]] = [
+        lambda: Binding("t" * 257),
+        lambda: Binding("t", b"x" * 65537),
+        lambda: Binding(1, b""),  # type: ignore[arg-type]  # deliberately not a str: refused at run time
+    ]
+    for bad in bad_bindings:
+        with pytest.raises(InvalidArgument):
+            bad()
+    keyring = Keyring.ephemeral()
+    for policy in ({"max_token_len": 63}, {"clock_leeway": 601}, {"max_lifetime": 0}, {"max_lifetime": 2592001}):
+        with pytest.raises(InvalidArgument):
+            Codec(keyring, **policy)
+    codec = Codec(keyring, max_token_len=1024, clock_leeway=0, max_lifetime=3600)
+    assert (codec.max_token_len, codec.clock_leeway, codec.max_lifetime) == (1024, 0, 3600)
+    assert Binding("t", "ctx").context == b"ctx"
+    assert Binding("t").context == b""
+
+
+# ----------------------------------------------------------------------- states
+
+
+STATES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**64 - 1,
+    -(2**63),
+    -(2**64),
+    1.0,
+    0.1,
+    -0.0,
+    1e300,
+    "é😀",
+    b"\x00\x01",
+    [1, [2, [3]]],
+    {"b": {"c": []}, "a": [1.5, None], "😀": 1, "～": 2},
+]
+
+
+@pytest.mark.parametrize("state", STATES, ids=repr)
+def test_states_round_trip(codec: Codec, binding: Binding, state: Any) -> None:
+    token = codec.mint(binding, "s", state, now=NOW).token
+    back = codec.verify(token, binding, now=NOW).state
+    assert back == state and type(back) is type(state)
+    if isinstance(state, float):
+        assert str(back) == str(state)  # -0.0 stays -0.0
+
+
+def test_state_bytes_follow_the_command_lines_mapping(codec: Codec, binding: Binding) -> None:
+    """Python values map to the same CBOR as `mint --state-json` (docs/CLI.md)."""
+    cases = {
+        json.dumps(COUNTER): COUNTER_CBOR.hex(),
+        '[1.0,1,-0,"é"]': "84f93c00010062c3a9",
+        "100000.0": "fa47c35000",
+        "0.1": "fb3fb999999999999a",
+        '{"😀":1,"～":2}': "a263efbd9e0264f09f988001",
+    }
+    for text, cbor in cases.items():
+        assert reqstate._native._cli_state_from_json(text).hex() == cbor
+        token = codec.mint(binding, "s", json.loads(text), now=NOW).token
+        assert codec.verify_cbor(token, binding, now=NOW).state_cbor.hex() == cbor
+    # A tuple is an array; a bytearray a byte string.
+    token = codec.mint(binding, "s", (1, bytearray(b"x")), now=NOW).token
+    assert codec.verify(token, binding, now=NOW).state == [1, b"x"]
+
+
+def test_raw_cbor_states(codec: Codec, binding: Binding) -> None:
+    tagged = bytes.fromhex("c11a692b8900")
+    token = codec.mint_cbor(binding, "s", tagged, now=NOW).token
+    raw = codec.verify_cbor(token, binding, now=NOW)
+    assert raw.state_cbor == tagged and raw.state is None
+    with pytest.raises(TokenRefused) as no_form:
+        codec.verify(token, binding, now=NOW)
+    assert no_form.value.reason == "state_decoding"
+    int_key = codec.mint_cbor(binding, "s", bytes.fromhex("a101f6"), now=NOW).token
+    with pytest.raises(TokenRefused, match="state_decoding"):
+        codec.verify(int_key, binding, now=NOW)
+    for not_preferred in ("1801", "fb3ff0000000000000", "9f01ff", "0000", ""):
+        with pytest.raises(MintRefused) as refused:
+            codec.mint_cbor(binding, "s", bytes.fromhex(not_preferred), now=NOW)
+        assert refused.value.reason == "state_encoding"
+
+
+# ------------------------------------------------------------- seal, single use
+
+
+def test_seal_and_unseal(codec: Codec, binding: Binding) -> None:
+    sealed = codec.seal(b"payload", b"aad")
+    assert sealed.key_id == 1
+    opened = codec.unseal(sealed.token, b"aad")
+    assert opened.payload == b"payload" and opened.key_id == 1
+    with pytest.raises(TokenRefused, match="authentication_failed"):
+        codec.unseal(sealed.token, b"other")
+    with pytest.raises(TokenRefused, match="wrong_kind"):
+        codec.verify(sealed.token, binding)
+    with pytest.raises(TokenRefused, match="wrong_kind"):
+        codec.unseal(codec.mint(binding, "s").token)
+    with pytest.raises(InvalidArgument):
+        codec.seal(b"x", b"a" * 65537)
+
+
+def test_single_use_is_consumed_once(codec: Codec, binding: Binding) -> None:
+    store = MemoryReplayStore(16)
+    token = codec.mint(binding, "confirm", COUNTER, single_use=True, now=NOW).token
+    with pytest.raises(TokenRefused, match="single_use"):
+        codec.verify(token, binding, now=NOW)
+    assert codec.consume(token, binding, store, expected_step="confirm", now=NOW).state == COUNTER
+    assert len(store) == 1
+    with pytest.raises(TokenRefused) as again:
+        codec.consume(token, binding, store, now=NOW)
+    assert again.value.reason == "replayed"
+    with pytest.raises(TokenRefused, match="wrong_kind"):
+        codec.consume(codec.mint(binding, "s").token, binding, store)
+
+
+# ---------------------------------------------------------------------- batches
+
+
+def test_batches_give_one_result_per_item(codec: Codec, binding: Binding) -> None:
+    minted = codec.mint_many(binding, "s", [1, {"a": object()}, "x"], now=NOW)
+    assert isinstance(minted[0], reqstate.Minted) and isinstance(minted[2], reqstate.Minted)
+    assert isinstance(minted[1], MintRefused) and minted[1].reason == "state_encoding"
+    tokens = [m.token for m in minted if isinstance(m, reqstate.Minted)]
+    results = codec.verify_many([*tokens, "garbage"], binding, expected_step="s", now=NOW)
+    assert [r.state for r in results[:2] if isinstance(r, reqstate.Verified)] == [1, "x"]
+    assert isinstance(results[2], TokenRefused) and results[2].reason == "malformed"
+    refused = codec.verify_many(tokens, binding, expected_step="other", now=NOW)
+    assert [r.reason for r in refused if isinstance(r, TokenRefused)] == ["wrong_step", "wrong_step"]
+
+
+def test_batches_release_the_gil(binding: Binding) -> None:
+    """While verify_many works on a large batch, another Python thread runs."""
+    codec = Codec(Keyring.ephemeral())
+    token = codec.mint(binding, "s", COUNTER).token
+    tokens = [token] * 100_000
+    ticks = 0
+    done = threading.Event()
+
+    def spin() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        time.sleep(0.05)
+        before = ticks
+        started = time.perf_counter()
+        results = codec.verify_many(tokens, binding)
+        elapsed = time.perf_counter() - started
+        during = ticks - before
+    finally:
+        done.set()
+        spinner.join()
+    assert len(results) == len(tokens) and all(isinstance(r, reqstate.Verified) for r in results)
+    # The batch takes tens of milliseconds; a thread kept off the GIL for
+    # all of it would count (almost) nothing in the meantime.
+    assert elapsed > 0.02, elapsed
+    assert during > 1000, (during, elapsed)
+
+
+# ---------------------------------------------------------------------- keyring
+
+
+def test_keyring_text_errors_are_invalid_keyring() -> None:
+    for text in (
+        "",
+        "[[key]]\nid = 1\nstatus = \"active\"\nsecret = \"AAAA\"\n",
+        keyring_text((1, HMAC, "primary"), (1, HMAC, "active")),
+        "version = 1\n[[key]]\nid = 1\nalgorithm = \"hmac-sha256\"\nstatus = \"primary\"\nsecret_file = \"x\"\n",
+    ):
+        with pytest.raises(KeyringError) as refused:
+            Keyring.from_toml(text)
+        assert refused.value.reason == "invalid_keyring"
+
+
+def test_keyring_never_shows_a_secret() -> None:
+    text = keyring_text((1, HMAC, "primary"), (2, XCHACHA, "retired"))
+    keyring = Keyring.from_toml(text)
+    shown = repr(keyring) + repr(keyring.keys()) + repr(Codec(keyring))
+    for line in text.splitlines():
+        if line.startswith("secret"):
+            assert line.split('"')[1] not in shown
+    assert [(k.id, k.algorithm, k.status) for k in keyring.keys()] == [(1, HMAC, "primary"), (2, XCHACHA, "retired")]
+    assert keyring.primary_key_id == 1 and len(keyring) == 2
+    with pytest.raises(TypeError):
+        pickle.dumps(keyring)
+
+
+def test_keyring_file_gets_the_sidecars_checks(tmp_dir: Path) -> None:
+    path = write_private(tmp_dir / "keyring.toml", keyring_text((1, HMAC, "primary")))
+    keyring = Keyring.from_file(path)
+    assert str(keyring.path) == str(path) and keyring.primary_key_id == 1
+    path.chmod(0o640)
+    with pytest.raises(KeyringError, match="chmod 600"):
+        Keyring.from_file(path)
+    assert Keyring.from_file(path, allow_insecure_permissions=True).primary_key_id == 1
+    path.chmod(0o620)  # writable by the group: never allowed
+    with pytest.raises(KeyringError):
+        Keyring.from_file(path, allow_insecure_permissions=True)
+    path.chmod(0o600)
+    tmp_dir.chmod(0o777)  # a directory others can write: they could replace the file
+    try:
+        with pytest.raises(KeyringError, match="directory"):
+            Keyring.from_file(path)
+    finally:
+        tmp_dir.chmod(0o700)
+    with pytest.raises(KeyringError):
+        Keyring.from_file(tmp_dir / "missing.toml")
+    # secret_file, resolved next to the keyring and checked the same way.
+    write_private(tmp_dir / "key-2", "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\n")
+    with_file = write_private(
+        tmp_dir / "k2.toml",
+        'version = 1\n[[key]]\nid = 2\nalgorithm = "hmac-sha256"\nstatus = "primary"\nsecret_file = "key-2"\n',
+    )
+    assert Keyring.from_file(with_file).primary_key_id == 2
+    (tmp_dir / "key-2").chmod(0o644)
+    with pytest.raises(KeyringError):
+        Keyring.from_file(with_file)
+
+
+def test_reload_keeps_the_last_good_keyring(tmp_dir: Path, binding: Binding) -> None:
+    path = write_private(tmp_dir / "keyring.toml", keyring_text((1, HMAC, "primary")))
+    keyring = Keyring.from_file(path)
+    codec = Codec(keyring)
+    token = codec.mint(binding, "s", now=NOW).token
+    assert keyring.reload() is False and keyring.generation == 1  # unchanged
+    write_private(path, "not a keyring")
+    with pytest.raises(KeyringError):
+        keyring.reload()
+    assert reload_error(keyring) is not None
+    assert codec.verify(token, binding, now=NOW).key_id == 1  # still the old keys
+    write_private(path, keyring_text((1, HMAC, "active"), (2, XCHACHA, "primary")))
+    assert keyring.reload() is True and keyring.generation == 2 and reload_error(keyring) is None
+    assert codec.mint(binding, "s", now=NOW).key_id == 2
+    assert codec.verify(token, binding, now=NOW).key_id == 1
+    with pytest.raises(KeyringError):
+        Keyring.ephemeral().reload()
+
+
+def test_auto_reload_follows_the_file(tmp_dir: Path, binding: Binding) -> None:
+    path = write_private(tmp_dir / "keyring.toml", keyring_text((1, HMAC, "primary")))
+    keyring = Keyring.from_file(path, auto_reload=True, check_interval=0.0)
+    codec = Codec(keyring)
+    assert keyring.auto_reload and codec.mint(binding, "s").key_id == 1
+    write_private(path, keyring_text((1, HMAC, "active"), (2, XCHACHA, "primary")))
+    assert codec.mint(binding, "s").key_id == 2
+    write_private(path, "[[key]]\nbroken")
+    assert codec.mint(binding, "s").key_id == 2  # the last good keyring
+    error = reload_error(keyring)
+    assert error is not None and "invalid keyring" in error
+    write_private(path, keyring_text((1, HMAC, "retired"), (2, XCHACHA, "primary")))
+    old = Codec(Keyring.from_toml(keyring_text((1, HMAC, "primary")))).mint(binding, "s").token
+    with pytest.raises(TokenRefused, match="retired_key"):
+        codec.verify(old, binding)
+    assert reload_error(keyring) is None
+    with pytest.raises(InvalidArgument):
+        Keyring.from_file(path, check_interval=float("nan"))
+
+
+# ---------------------------------------------------------------- call context
+
+
+def test_call_context_corpus() -> None:
+    corpus = json.loads((VECTORS / "call_context.json").read_text(encoding="utf-8"))
+    assert len(corpus["cases"]) > 20
+    for case in corpus["cases"]:
+        args = (case["principal"], case["audience"], case["method"], case["arguments_json"])
+        if "context" in case:
+            assert call_context(*args).hex() == case["context"], case["name"]
+            assert canonical_json(case["arguments_json"]) == case["canonical"], case["name"]
+        else:
+            with pytest.raises(InvalidArgument) as refused:
+                call_context(*args)
+            assert refused.value.reason == "invalid_argument", case["name"]
+
+
+def test_call_context_of_parsed_arguments() -> None:
+    text = '{"current":10,"to":"bob"}'
+    assert call_context("p", "a", "tools/call", json.loads(text)) == call_context("p", "a", "tools/call", text)
+    assert len(call_context("p", "a", "m", {})) == reqstate.CALL_CONTEXT_LEN == 32
+    for bad in ({"x": float("nan")}, {"x": object()}, {"x": 2**64}, {"x": "\ud800"}):
+        with pytest.raises(InvalidArgument):
+            call_context("p", "a", "m", bad)
+    with pytest.raises(InvalidArgument):
+        call_context("p", "a", "m", '{"to":"mallory","to":"bob"}')
+
+
+def test_reasons_are_the_cores() -> None:
+    conformance = (REPO / "tests" / "cli_conformance.rs").read_text(encoding="utf-8")
+    listed = conformance.split("const REASONS: &[&str] = &[", 1)[1].split("];", 1)[0]
+    assert sorted(reqstate.REASONS) == sorted(json.loads("[" + listed.strip().rstrip(",") + "]"))
+
+
+def test_version_and_typing_marker() -> None:
+    assert reqstate.__version__ == "0.1.0"
+    assert (Path(reqstate.__file__).parent / "py.typed").is_file()
+    assert os.path.basename(reqstate._native.__file__).startswith("_native")

@@ -1,0 +1,239 @@
+//! `reqstate health`: an exec probe. Asks a running sidecar's
+//! `grpc.health.v1.Health/Check` and exits 0 when it answers `SERVING`, 1
+//! for anything else (`NOT_SERVING` while draining, an unknown service, no
+//! answer within the timeout, a refused connection). Health calls need no
+//! bearer token and pass the peer-uid allow-list, so the probe needs no
+//! secret (over TCP with `--client-ca` it does need a client certificate).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::cli::{EXIT_BAD_CONFIG, HealthArgs};
+use crate::config::DEV_LISTEN;
+
+/// The exit code for "not serving": anything but a `SERVING` answer.
+pub const EXIT_NOT_SERVING: u8 = 1;
+
+/// Where to probe, from `--listen`, else the first address of
+/// `REQSTATE_LISTEN`, else the `serve --dev` address.
+fn target(args: &HealthArgs) -> String {
+    if let Some(listen) = &args.listen {
+        return listen.clone();
+    }
+    std::env::var("REQSTATE_LISTEN")
+        .ok()
+        .and_then(|list| {
+            list.split(',')
+                .map(str::trim)
+                .find(|s| !s.is_empty())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| format!("tcp:{DEV_LISTEN}"))
+}
+
+/// A probe's target, checked.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+fn parse_target(text: &str) -> Result<Target, String> {
+    if let Some(path) = text.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(format!("--listen {text}: the socket path is empty"));
+        }
+        return Ok(Target::Unix(PathBuf::from(path)));
+    }
+    if let Some(host_port) = text.strip_prefix("tcp:") {
+        if host_port
+            .rsplit_once(':')
+            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        {
+            return Err(format!("--listen {text}: expected tcp:HOST:PORT"));
+        }
+        return Ok(Target::Tcp(host_port.to_owned()));
+    }
+    Err(format!(
+        "--listen {text}: expected unix:PATH or tcp:HOST:PORT"
+    ))
+}
+
+fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
+/// The TLS settings of a TCP probe, if any.
+fn tls_config(args: &HealthArgs, host: &str) -> Result<Option<ClientTlsConfig>, String> {
+    let Some(ca) = &args.tls_ca else {
+        return Ok(None);
+    };
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read("--tls-ca", ca)?))
+        .domain_name(args.tls_server_name.clone().unwrap_or_else(|| {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned()
+        }));
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        tls = tls.identity(Identity::from_pem(
+            read("--tls-cert", cert)?,
+            read("--tls-key", key)?,
+        ));
+    }
+    Ok(Some(tls))
+}
+
+async fn connect(target: &Target, args: &HealthArgs) -> Result<Channel, String> {
+    match target {
+        Target::Unix(path) => {
+            if args.tls_ca.is_some() {
+                return Err("--tls-ca applies to tcp: addresses only".into());
+            }
+            let path = path.clone();
+            // The URI only names the `:authority` sent ("localhost"); the
+            // connector dials the socket.
+            Endpoint::from_static("http://localhost")
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move {
+                        Ok::<_, std::io::Error>(TokioIo::new(
+                            tokio::net::UnixStream::connect(path).await?,
+                        ))
+                    }
+                }))
+                .await
+                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
+        }
+        Target::Tcp(host_port) => {
+            let host = host_port
+                .rsplit_once(':')
+                .map_or(host_port.as_str(), |(h, _)| h);
+            let tls = tls_config(args, host)?;
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{host_port}"))
+                .map_err(|e| format!("--listen tcp:{host_port}: {e}"))?;
+            if let Some(tls) = tls {
+                endpoint = endpoint
+                    .tls_config(tls)
+                    .map_err(|e| format!("TLS settings: {}", error_chain(&e)))?;
+            }
+            endpoint
+                .connect()
+                .await
+                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
+        }
+    }
+}
+
+/// An error and its sources, one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // Layers often repeat their inner error's message word for word.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+async fn check(target: &Target, args: &HealthArgs) -> Result<ServingStatus, String> {
+    let channel = connect(target, args).await?;
+    let answer = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: args.service.clone(),
+        })
+        .await
+        .map_err(|status| format!("Check failed: {:?}: {}", status.code(), status.message()))?;
+    Ok(answer.into_inner().status())
+}
+
+/// Runs `reqstate health` and returns the exit code: 0 when the sidecar
+/// answers `SERVING`, [`EXIT_NOT_SERVING`] otherwise, [`EXIT_BAD_CONFIG`] for
+/// a bad flag value.
+pub fn run(args: &HealthArgs) -> u8 {
+    let text = target(args);
+    let target = match parse_target(&text) {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("reqstate health: {e}");
+            return EXIT_BAD_CONFIG;
+        }
+    };
+    if args.timeout_ms == 0 {
+        eprintln!("reqstate health: --timeout-ms must be at least 1");
+        return EXIT_BAD_CONFIG;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("reqstate health: cannot start: {e}");
+            return EXIT_NOT_SERVING;
+        }
+    };
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(timeout, check(&target, args))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} ms", args.timeout_ms)))
+    });
+    match outcome {
+        Ok(ServingStatus::Serving) => {
+            println!("SERVING");
+            0
+        }
+        Ok(status) => {
+            eprintln!("reqstate health: {text}: {}", status.as_str_name());
+            EXIT_NOT_SERVING
+        }
+        Err(e) => {
+            eprintln!("reqstate health: {text}: {e}");
+            EXIT_NOT_SERVING
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_or_say_why_not() {
+        assert_eq!(
+            parse_target("unix:/run/reqstate/reqstate.sock"),
+            Ok(Target::Unix("/run/reqstate/reqstate.sock".into()))
+        );
+        assert_eq!(
+            parse_target("tcp:127.0.0.1:50051"),
+            Ok(Target::Tcp("127.0.0.1:50051".into()))
+        );
+        assert_eq!(
+            parse_target("tcp:[::1]:50051"),
+            Ok(Target::Tcp("[::1]:50051".into()))
+        );
+        for bad in [
+            "unix:",
+            "tcp:127.0.0.1",
+            "tcp::50051",
+            "tcp:host:99999",
+            "127.0.0.1:50051",
+        ] {
+            assert!(parse_target(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}
