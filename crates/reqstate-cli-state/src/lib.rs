@@ -11,8 +11,9 @@
 /// Nesting limit of a state (FORMAT.md §5): no container at level 17.
 pub const MAX_STATE_DEPTH: usize = 16;
 
-/// Lowercase hex, for messages.
-fn encode_hex(bytes: &[u8]) -> String {
+/// Lowercase hex: the command line's form of bytes (`state_cbor_hex`,
+/// messages).
+pub fn encode_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {

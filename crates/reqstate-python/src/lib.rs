@@ -1180,7 +1180,7 @@ fn _cli_state_json(cbor: &[u8]) -> Option<String> {
 /// Lowercase hex of bytes.
 #[pyfunction]
 fn _hex(bytes: &[u8]) -> String {
-    state::hex(bytes)
+    reqstate_cli_state::encode_hex(bytes)
 }
 
 /// The reason names of every core error (`reqstate::Error::reason()`).

@@ -215,17 +215,6 @@ pub(crate) fn from_cbor(bytes: &[u8]) -> Result<Value, String> {
     reqstate_cli_state::state_from_cbor(bytes)
 }
 
-/// Lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
-}
-
 /// The CBOR bytes of a value, as the core embeds them.
 pub(crate) fn encode(value: &Value) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();

@@ -6,7 +6,7 @@
 //! secret (over TCP with `--client-ca` it does need a client certificate).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
@@ -16,7 +16,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::cli::{EXIT_BAD_CONFIG, HealthArgs};
-use crate::config::DEV_LISTEN;
+use crate::config::{DEV_LISTEN, ListenAddr};
 
 /// The exit code for "not serving": anything but a `SERVING` answer.
 pub const EXIT_NOT_SERVING: u8 = 1;
@@ -36,34 +36,6 @@ fn target(args: &HealthArgs) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| format!("tcp:{DEV_LISTEN}"))
-}
-
-/// A probe's target, checked.
-#[derive(Debug, PartialEq, Eq)]
-enum Target {
-    Unix(PathBuf),
-    Tcp(String),
-}
-
-fn parse_target(text: &str) -> Result<Target, String> {
-    if let Some(path) = text.strip_prefix("unix:") {
-        if path.is_empty() {
-            return Err(format!("--listen {text}: the socket path is empty"));
-        }
-        return Ok(Target::Unix(PathBuf::from(path)));
-    }
-    if let Some(host_port) = text.strip_prefix("tcp:") {
-        if host_port
-            .rsplit_once(':')
-            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-        {
-            return Err(format!("--listen {text}: expected tcp:HOST:PORT"));
-        }
-        return Ok(Target::Tcp(host_port.to_owned()));
-    }
-    Err(format!(
-        "--listen {text}: expected unix:PATH or tcp:HOST:PORT"
-    ))
 }
 
 fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
@@ -91,9 +63,18 @@ fn tls_config(args: &HealthArgs, host: &str) -> Result<Option<ClientTlsConfig>, 
     Ok(Some(tls))
 }
 
-async fn connect(target: &Target, args: &HealthArgs) -> Result<Channel, String> {
+/// The host part of `tcp:HOST:PORT`, as written (the TLS server name by
+/// default).
+fn tcp_host(text: &str) -> &str {
+    let host_port = text.strip_prefix("tcp:").unwrap_or(text);
+    host_port
+        .rsplit_once(':')
+        .map_or(host_port, |(host, _)| host)
+}
+
+async fn connect(target: &ListenAddr, text: &str, args: &HealthArgs) -> Result<Channel, String> {
     match target {
-        Target::Unix(path) => {
+        ListenAddr::Unix(path) => {
             if args.tls_ca.is_some() {
                 return Err("--tls-ca applies to tcp: addresses only".into());
             }
@@ -112,14 +93,11 @@ async fn connect(target: &Target, args: &HealthArgs) -> Result<Channel, String> 
                 .await
                 .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
         }
-        Target::Tcp(host_port) => {
-            let host = host_port
-                .rsplit_once(':')
-                .map_or(host_port.as_str(), |(h, _)| h);
-            let tls = tls_config(args, host)?;
+        ListenAddr::Tcp(addr) => {
+            let tls = tls_config(args, tcp_host(text))?;
             let scheme = if tls.is_some() { "https" } else { "http" };
-            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{host_port}"))
-                .map_err(|e| format!("--listen tcp:{host_port}: {e}"))?;
+            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+                .map_err(|e| format!("--listen {text}: {e}"))?;
             if let Some(tls) = tls {
                 endpoint = endpoint
                     .tls_config(tls)
@@ -149,8 +127,12 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-async fn check(target: &Target, args: &HealthArgs) -> Result<ServingStatus, String> {
-    let channel = connect(target, args).await?;
+async fn check(
+    target: &ListenAddr,
+    text: &str,
+    args: &HealthArgs,
+) -> Result<ServingStatus, String> {
+    let channel = connect(target, text, args).await?;
     let answer = HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: args.service.clone(),
@@ -165,7 +147,8 @@ async fn check(target: &Target, args: &HealthArgs) -> Result<ServingStatus, Stri
 /// a bad flag value.
 pub fn run(args: &HealthArgs) -> u8 {
     let text = target(args);
-    let target = match parse_target(&text) {
+    // The same parsing as `serve --listen`.
+    let target = match ListenAddr::parse(&text) {
         Ok(target) => target,
         Err(e) => {
             eprintln!("reqstate health: {e}");
@@ -188,7 +171,7 @@ pub fn run(args: &HealthArgs) -> u8 {
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let outcome = runtime.block_on(async {
-        tokio::time::timeout(timeout, check(&target, args))
+        tokio::time::timeout(timeout, check(&target, &text, args))
             .await
             .unwrap_or_else(|_| Err(format!("no answer within {} ms", args.timeout_ms)))
     });
@@ -213,27 +196,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn targets_parse_or_say_why_not() {
-        assert_eq!(
-            parse_target("unix:/run/reqstate/reqstate.sock"),
-            Ok(Target::Unix("/run/reqstate/reqstate.sock".into()))
-        );
-        assert_eq!(
-            parse_target("tcp:127.0.0.1:50051"),
-            Ok(Target::Tcp("127.0.0.1:50051".into()))
-        );
-        assert_eq!(
-            parse_target("tcp:[::1]:50051"),
-            Ok(Target::Tcp("[::1]:50051".into()))
-        );
-        for bad in [
-            "unix:",
-            "tcp:127.0.0.1",
-            "tcp::50051",
-            "tcp:host:99999",
-            "127.0.0.1:50051",
-        ] {
-            assert!(parse_target(bad).is_err(), "{bad} was accepted");
-        }
+    fn the_tls_server_name_defaults_to_the_host_as_written() {
+        assert_eq!(tcp_host("tcp:localhost:50051"), "localhost");
+        assert_eq!(tcp_host("tcp:[::1]:50051"), "[::1]");
+        assert_eq!(tcp_host("tcp:127.0.0.1:50051"), "127.0.0.1");
     }
 }

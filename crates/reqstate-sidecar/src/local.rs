@@ -14,7 +14,7 @@ use crate::cli::{
     EXIT_BAD_CONFIG, InspectArgs, LocalCodecArgs, LocalKeyringArgs, MintArgs, VerifyArgs,
 };
 use crate::keyring_source::{KeyringPermissions, load_keyring_file};
-use reqstate_cli_state::{state_from_cbor, state_from_json, state_to_json};
+use reqstate_cli_state::{encode_hex, state_from_cbor, state_from_json, state_to_json};
 
 /// Exit code of a token refused by verify, or a mint the core refused.
 const EXIT_REFUSED: u8 = 1;
@@ -268,16 +268,6 @@ fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
         .chunks_exact(2)
         .map(|pair| Ok(digit(pair[0])? << 4 | digit(pair[1])?))
         .collect()
-}
-
-fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
 }
 
 /// `--state-cbor-hex`: the hex, then [`state_from_cbor`].
