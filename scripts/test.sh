@@ -68,6 +68,17 @@ if $quick; then
 fi
 
 step "prerequisites"
+# Disk: a run from a clean clone writes about 10 GiB (target/, fuzz/target,
+# the venvs and node_modules). Say so up front rather than dying mid-build
+# with "No space left on device" (as a CI run once did, with 2.1 GiB free).
+free_kib=$(df -Pk . | awk 'NR==2 {print $4}')
+echo "free disk here: $((free_kib / 1048576)) GiB"
+if [ "$free_kib" -lt $((12 * 1048576)) ]; then
+    echo "warning: under 12 GiB free; the full run needs about 10 GiB" >&2
+fi
+# A one-off build gains nothing from incremental compilation, whose caches
+# would roughly double target/debug.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # ring needs clang to build for wasm32; the single-use tests run a real
 # redis-server and redis-cli (the Debian package); everything else comes
 # from crates.io, npm and PyPI.
