@@ -95,6 +95,18 @@ struct VectorFile {
     invalid: Vec<InvalidVector>,
     mint_invalid: Vec<MintInvalidVector>,
     keyrings: Vec<KeyringVector>,
+    policies: Vec<PolicyVector>,
+}
+
+/// A policy to build (FORMAT.md §8): accepted, or refused with
+/// `invalid_argument`. Both sides of each knob's range.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+struct PolicyVector {
+    name: String,
+    policy: VectorPolicy,
+    /// The refusal's name; absent if the policy is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expect_fail: Option<String>,
 }
 
 /// A keyring to load (FORMAT.md §1, docs/KEYRING.md): accepted, or refused.
@@ -2214,6 +2226,48 @@ fn generate() -> VectorFile {
         keyring("no key at all", vec![], ik),
     ];
 
+    let d = default_vector_policy();
+    let policy = |name: &str, p: VectorPolicy, fail: bool| PolicyVector {
+        name: name.into(),
+        policy: p,
+        expect_fail: fail.then(|| "invalid_argument".into()),
+    };
+    let len = |max_token_len| VectorPolicy { max_token_len, ..d };
+    let leeway = |clock_leeway| VectorPolicy { clock_leeway, ..d };
+    let life = |max_lifetime| VectorPolicy { max_lifetime, ..d };
+    let policies = vec![
+        policy("§8 policy: the defaults", d, false),
+        policy("§8 policy: max_token_len 64, the least", len(64), false),
+        policy("§8 policy: max_token_len 63", len(63), true),
+        policy(
+            "§8 policy: max_token_len 1048576, the most",
+            len(1_048_576),
+            false,
+        ),
+        policy("§8 policy: max_token_len 1048577", len(1_048_577), true),
+        policy("§8 policy: max_token_len 0", len(0), true),
+        policy("§8 policy: clock_leeway 0, the least", leeway(0), false),
+        policy("§8 policy: clock_leeway 600, the most", leeway(600), false),
+        policy("§8 policy: clock_leeway 601", leeway(601), true),
+        policy("§8 policy: max_lifetime 1, the least", life(1), false),
+        policy("§8 policy: max_lifetime 0", life(0), true),
+        policy(
+            "§8 policy: max_lifetime 2592000, the most",
+            life(2_592_000),
+            false,
+        ),
+        policy("§8 policy: max_lifetime 2592001", life(2_592_001), true),
+        policy(
+            "§8 policy: every knob at its bound at once",
+            VectorPolicy {
+                max_token_len: 1_048_576,
+                clock_leeway: 600,
+                max_lifetime: 2_592_000,
+            },
+            false,
+        ),
+    ];
+
     VectorFile {
         description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token is verified \
                       under the keyring `keys` with the statuses given, at the vector's `now` (unix seconds), \
@@ -2231,7 +2285,7 @@ fn generate() -> VectorFile {
                       source hands out the bytes of `random` in order, draw after draw, and fails a draw it \
                       has not enough bytes left for. \
                       `keyrings` are keyrings to load (FORMAT.md section 1): accepted, or refused with \
-                      `expect_fail`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
+                      `expect_fail`; `policies` are policies to build (FORMAT.md section 8), likewise. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
                       under their key_id as the only, primary key at `now`, the random source handing out \
                       the 16 bytes of `token_id` first and then (XChaCha20-Poly1305) the 24 bytes of \
                       `random`; each is consumed at `now` with an empty store, which succeeds with its \
@@ -2264,6 +2318,7 @@ fn generate() -> VectorFile {
         invalid: bad,
         mint_invalid,
         keyrings,
+        policies,
     }
 }
 
@@ -3526,6 +3581,27 @@ fn keyring_vectors_load_or_fail_with_their_reason() {
 }
 
 #[test]
+fn policy_vectors_build_or_fail_with_their_reason() {
+    let file = load();
+    for v in &file.policies {
+        let p = v.policy;
+        let built = Policy::new()
+            .with_max_token_len(p.max_token_len)
+            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
+            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)));
+        match (built, &v.expect_fail) {
+            (Ok(q), None) => {
+                assert_eq!(q.max_token_len(), p.max_token_len, "{}", v.name);
+                assert_eq!(q.clock_leeway(), p.clock_leeway, "{}", v.name);
+                assert_eq!(q.max_lifetime(), p.max_lifetime, "{}", v.name);
+            }
+            (Err(e), Some(reason)) => assert_eq!(e.reason(), reason, "{}", v.name),
+            (got, want) => panic!("{}: got {got:?}, want {want:?}", v.name),
+        }
+    }
+}
+
+#[test]
 fn every_error_name_of_the_spec_is_produced_by_a_vector() {
     let file = load();
     let mut seen: std::collections::BTreeSet<&str> = file
@@ -3536,6 +3612,11 @@ fn every_error_name_of_the_spec_is_produced_by_a_vector() {
     seen.extend(file.mint_invalid.iter().map(|v| v.expect_fail.as_str()));
     seen.extend(
         file.keyrings
+            .iter()
+            .filter_map(|v| v.expect_fail.as_deref()),
+    );
+    seen.extend(
+        file.policies
             .iter()
             .filter_map(|v| v.expect_fail.as_deref()),
     );

@@ -3,7 +3,7 @@
 Written from docs/FORMAT.md and tests/vectors/v1.json alone (no Rust source was
 read), to check that the specification is enough to build a compatible
 verifier and minter; every kind of vector in the file (valid, sealed,
-single_use, accepted, invalid, mint_invalid, keyrings) is run, including the
+single_use, accepted, invalid, mint_invalid, keyrings, policies) is run, including the
 single-use tokens of FORMAT.md §5.1 and the "consume" operation (§8 step 15)
 with an in-memory spent-token store. (The single-use parts were written from
 FORMAT.md §5.1 and §8 by a session that had also read the Rust core's
@@ -821,7 +821,7 @@ def test_vector_file_is_version_1_with_the_default_policy():
     assert POLICY == Policy()  # §8 defaults: 8192, 60, 86400
     assert len(VECTORS["valid"]) > 0 and len(VECTORS["sealed"]) > 0 and len(VECTORS["invalid"]) > 0
     assert len(VECTORS["single_use"]) > 0
-    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings"}
+    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies"}
     assert set(VECTORS) == known, "a section this verifier does not run"
     operations = {v["operation"] for v in VECTORS["invalid"] + VECTORS["accepted"]}
     assert operations == {"verify", "consume", "unseal"}
@@ -1072,6 +1072,16 @@ def test_keyring_vectors(v):
         return
     with pytest.raises(TokenError) as e:
         Keyring(keys)
+    assert e.value.reason == v["expect_fail"], str(e.value)
+
+
+@pytest.mark.parametrize("v", VECTORS["policies"], ids=_ids(VECTORS["policies"]))
+def test_policy_vectors(v):
+    if "expect_fail" not in v:
+        assert Policy(**v["policy"]) == Policy(**v["policy"])
+        return
+    with pytest.raises(TokenError) as e:
+        Policy(**v["policy"])
     assert e.value.reason == v["expect_fail"], str(e.value)
 
 

@@ -231,6 +231,15 @@ export function runSuite(lib, vectorsText, callContextText) {
       else refuses(build, v.expect_fail);
     });
   }
+  for (const v of V.policies) {
+    check('policies', v.name, () => {
+      const p = v.policy;
+      const build = () => new Policy({ maxTokenLen: p.max_token_len, clockLeeway: p.clock_leeway, maxLifetime: p.max_lifetime });
+      if (v.expect_fail !== undefined) return refuses(build, v.expect_fail);
+      const q = build();
+      eq(`${q.maxTokenLen},${q.clockLeeway},${q.maxLifetime}`, `${p.max_token_len},${p.clock_leeway},${p.max_lifetime}`, 'policy');
+    });
+  }
   for (const c of C.cases) {
     check('call_context', c.name, () => {
       const parts = { principal: c.principal, audience: c.audience, method: c.method, argumentsJson: c.arguments_json };
@@ -246,11 +255,11 @@ export function runSuite(lib, vectorsText, callContextText) {
     });
   }
   for (const section of Object.keys(V)) {
-    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings'].includes(section)) {
+    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings', 'policies'].includes(section)) {
       failures.push({ name: 'suite', error: `v1.json has a section ${section} this suite does not run` });
     }
   }
-  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + C.cases.length;
+  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + V.policies.length + C.cases.length;
   if (passed + failures.length !== expected) failures.push({ name: 'suite', error: `ran ${passed + failures.length} checks, expected ${expected}` });
   return { passed, failures, counts, expected };
 }

@@ -254,3 +254,23 @@ def test_keyring_vectors() -> None:
         else:
             keyring = Keyring.from_toml(text)
             assert sorted(k.id for k in keyring.keys()) == sorted(k["id"] for k in vector["keys"])
+
+
+def test_policy_vectors() -> None:
+    keyring = Keyring.from_toml(toml_of([key(1)], "primary"))
+    assert len(V1["policies"]) >= 10
+    for vector in V1["policies"]:
+        knobs = vector["policy"]
+        if vector.get("expect_fail"):
+            with pytest.raises(InvalidArgument) as refused:
+                Codec(keyring, **knobs)
+            assert refused.value.reason == vector["expect_fail"], vector["name"]
+        else:
+            codec = Codec(keyring, **knobs)
+            got = {"max_token_len": codec.max_token_len, "clock_leeway": codec.clock_leeway, "max_lifetime": codec.max_lifetime}
+            assert got == knobs, vector["name"]
+
+
+def test_every_section_of_the_vector_file_runs_here() -> None:
+    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies"}
+    assert set(V1) == sections, "v1.json has a section this suite does not run"

@@ -40,6 +40,7 @@ VECTOR_TESTS = [
     "test_accepted_vectors_verify",
     "test_mint_invalid_vectors_are_refused",
     "test_keyring_vectors",
+    "test_policy_vectors",
     "test_single_use_vectors_remint_identically",
     "test_single_use_vectors_are_consumed_once_and_never_verified",
 ]
