@@ -167,3 +167,113 @@ async fn live_stays_up_through_a_drain_while_ready_turns_503() -> TestResult {
     assert!(get(sidecar.metrics, "/live").await.is_err());
     Ok(())
 }
+
+/// systemd's readiness protocol (`Type=notify`, deploy/systemd): the real
+/// binary, with `NOTIFY_SOCKET` naming a datagram socket this test reads,
+/// as systemd would.
+mod service_manager {
+    use std::os::unix::net::UnixDatagram;
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    use super::{assert_serving, health};
+    use crate::sidecar_process::{self, KillOnDrop, TestResult, keyring_toml, write_private};
+
+    /// The next notification, as its `KEY=value` lines.
+    fn next(socket: &UnixDatagram) -> TestResult<Vec<String>> {
+        let mut buf = [0u8; 4096];
+        let n = socket.recv(&mut buf)?;
+        let text = std::str::from_utf8(&buf[..n])?;
+        assert!(
+            text.ends_with('\n'),
+            "a notification ends with a newline: {text:?}"
+        );
+        Ok(text.lines().map(str::to_owned).collect())
+    }
+
+    fn status(lines: &[String]) -> &str {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix("STATUS="))
+            .unwrap_or("")
+    }
+
+    fn serve(dir: &std::path::Path, notify_socket: &str) -> TestResult<(KillOnDrop, String)> {
+        let keyring = dir.join("keyring.toml");
+        write_private(&keyring, &keyring_toml(&[(1, "primary")]))?;
+        let listen = format!("unix:{}", dir.join("reqstate.sock").display());
+        let child: Child = Command::new(sidecar_process::BIN)
+            .args(["serve", "--keyring"])
+            .arg(&keyring)
+            .args(["--listen", &listen])
+            .env("NOTIFY_SOCKET", notify_socket)
+            .env("REQSTATE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok((KillOnDrop(child), listen))
+    }
+
+    #[test]
+    fn ready_after_the_listeners_then_reloading_and_ready_on_sighup_then_stopping() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("notify.sock");
+        let socket = UnixDatagram::bind(&path)?;
+        socket.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let (mut child, listen) = serve(dir.path(), path.to_str().ok_or("path")?)?;
+        let pid = Pid::from_raw(child.0.id() as i32);
+
+        // READY=1 comes once the socket serves: probe it the moment it arrives.
+        let ready = next(&socket)?;
+        assert!(ready.contains(&"READY=1".to_owned()), "{ready:?}");
+        assert_serving(&health(&["--listen", &listen], None)?, "at READY=1");
+        assert_eq!(
+            status(&ready),
+            format!("serving on {listen}; keyring generation 1, primary key 1")
+        );
+
+        // SIGHUP (`systemctl reload`, ExecReload): RELOADING=1 with the
+        // monotonic clock, then READY=1 with the new generation.
+        kill(pid, Signal::SIGHUP)?;
+        let reloading = next(&socket)?;
+        assert_eq!(reloading.first().map(String::as_str), Some("RELOADING=1"));
+        let usec = reloading
+            .iter()
+            .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+            .ok_or("no MONOTONIC_USEC")?;
+        assert!(usec.parse::<u64>()? > 0, "{reloading:?}");
+        let reloaded = next(&socket)?;
+        assert!(reloaded.contains(&"READY=1".to_owned()), "{reloaded:?}");
+        assert_eq!(
+            status(&reloaded),
+            "serving; keyring generation 2, primary key 1"
+        );
+
+        // SIGTERM: STOPPING=1 as the drain starts, then a clean exit.
+        kill(pid, Signal::SIGTERM)?;
+        let stopping = next(&socket)?;
+        assert!(stopping.contains(&"STOPPING=1".to_owned()), "{stopping:?}");
+        let code = child.0.wait()?.code();
+        assert_eq!(code, Some(0));
+        Ok(())
+    }
+
+    #[test]
+    fn an_abstract_notify_socket_is_used_too() -> TestResult {
+        use std::os::linux::net::SocketAddrExt as _;
+        let name = format!("reqstate-test-notify-{}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        let socket = UnixDatagram::bind_addr(&addr)?;
+        socket.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let dir = tempfile::tempdir()?;
+        let (_child, listen) = serve(dir.path(), &format!("@{name}"))?;
+        let ready = next(&socket)?;
+        assert!(ready.contains(&"READY=1".to_owned()), "{ready:?}");
+        assert_serving(&health(&["--listen", &listen], None)?, "at READY=1");
+        Ok(())
+    }
+}

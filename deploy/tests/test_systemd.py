@@ -12,7 +12,9 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,37 @@ def allowed_syscalls(unit: dict[str, list[str]]) -> set[str]:
 
 
 SYSCALL_LINE = re.compile(r"^\d+\s+(\w+)\((.*)")
+
+
+class NotifySocket:
+    """systemd's side of sd_notify(3): a datagram socket whose messages are
+    `KEY=value` lines. Owned by the service user so that it may send."""
+
+    def __init__(self, path: Path, uid: int, gid: int) -> None:
+        self.path = path
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket.bind(str(path))
+        os.chown(path, uid, gid)
+
+    def next(self, timeout: float, process: Process | None = None) -> dict[str, str]:
+        """The next notification as {key: value} (READY=1 is {"READY": "1"}).
+        Fails if the process ends first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if process is not None:
+                process.assert_running()
+            left = deadline - time.monotonic()
+            assert left > 0, f"no notification within {timeout} s"
+            self.socket.settimeout(min(left, 0.2))
+            try:
+                data = self.socket.recv(4096).decode()
+            except TimeoutError:
+                continue
+            assert data.endswith("\n"), data
+            return dict(line.split("=", 1) for line in data.splitlines())
+
+    def close(self) -> None:
+        self.socket.close()
 
 
 def check_trace(trace: Path, unit: dict[str, list[str]]) -> None:
@@ -332,15 +365,22 @@ def test_unit_runs_as_written() -> None:
         trace.touch(mode=0o600)
         os.chown(trace, uid, gid)
         traced = [strace, "-f", "-qq", "-s", "0", "-o", str(trace), "--", *argv]
+        # Type=notify: systemd's notification socket, a datagram socket the
+        # service user may send to, named by NOTIFY_SOCKET.
+        assert unit["Type"][-1] == "notify"
+        notify = NotifySocket(root / "notify", uid, gid)
+        env["NOTIFY_SOCKET"] = str(notify.path)
         process = Process(traced, env, root / "sidecar.log", umask=umask, **service)
         main_pid = traced_child(process.pid)
 
+        # The unit is active when READY=1 comes (systemd waits up to
+        # TimeoutStartSec=); the socket must answer at that moment.
+        start_timeout = float(unit["TimeoutStartSec"][-1].removesuffix("s"))
+        ready = notify.next(timeout=start_timeout, process=process)
+        assert ready.get("READY") == "1" and ready["STATUS"].startswith("serving on unix:"), ready
         # `reqstate health` with the unit's environment finds the socket by itself.
-        def healthy() -> bool:
-            process.assert_running()
-            return run([str(binary), "health"], check=False, env=env, **service).returncode == 0
-
-        wait_until("reqstate health to answer SERVING", healthy, timeout=30, period=0.2)
+        health = run([str(binary), "health"], check=False, env=env, **service)
+        assert health.returncode == 0, f"READY=1 before the socket served: {health}"
         [listen] = [x for x in env["REQSTATE_LISTEN"].split(",") if x.startswith("unix:")]
         sock = Path(listen.removeprefix("unix:"))
         probe = run([str(binary), "health", "--listen", listen], check=False)
@@ -370,7 +410,13 @@ def test_unit_runs_as_written() -> None:
         assert settled == generation + 2
         reload = [a.replace("$MAINPID", str(main_pid)) for a in shlex.split(unit["ExecReload"][-1])]
         run(reload)
-        wait_until("ExecReload (SIGHUP) to reload", lambda: api.list_keys().keyring_generation == settled + 1)
+        # `systemctl reload`: "reloading" until READY=1 again.
+        reloading = notify.next(timeout=10, process=process)
+        assert reloading.get("RELOADING") == "1" and int(reloading["MONOTONIC_USEC"]) > 0, reloading
+        reloaded = notify.next(timeout=10, process=process)
+        assert reloaded.get("READY") == "1", reloaded
+        assert reloaded["STATUS"] == f"serving; keyring generation {settled + 1}, primary key 2", reloaded
+        assert api.list_keys().keyring_generation == settled + 1
         second = api.mint("increase-counter", "confirm", '{"current":10}')
         assert second.key_id == 2
         assert api.verify(first.token, "increase-counter", "confirm").valid
@@ -380,6 +426,8 @@ def test_unit_runs_as_written() -> None:
         timeout = float(unit["TimeoutStopSec"][-1].removesuffix("s"))
         code = process.terminate(timeout=timeout, pid=main_pid)
         assert code == 0, f"exit {code}:\n{process.log()}"
+        assert notify.next(timeout=1).get("STOPPING") == "1", "no STOPPING=1 on SIGTERM"
+        notify.close()
         assert not sock.exists()
         assert token not in process.log()
         check_trace(trace, unit)

@@ -16,7 +16,8 @@
 //! - [`listeners`]: Unix (mode 0600) and TCP listeners.
 //! - [`reload`]: SIGHUP and directory-watch keyring reload.
 //! - [`metrics`]: Prometheus metrics and readiness on an admin listener.
-//! - [`serve`]: assembly, signals and draining.
+//! - [`serve`]: assembly, signals and draining; [`service_manager`]:
+//!   systemd's readiness notifications (`Type=notify`).
 //! - [`keys`], [`local`]: the key tooling and local mint/verify/inspect.
 //! - [`health`]: `reqstate health`, the exec probe.
 
@@ -40,6 +41,7 @@ pub mod reload;
 pub mod replay;
 pub mod serve;
 pub mod service;
+pub mod service_manager;
 pub mod wire;
 
 use std::process::ExitCode;

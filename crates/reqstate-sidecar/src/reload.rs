@@ -15,6 +15,7 @@ use crate::keyring_source::{
 };
 use crate::live_keyring::{KeyringInService, SharedKeyring};
 use crate::metrics::Metrics;
+use crate::service_manager;
 
 /// Longest a reload may take (reading the keyring and its secret files,
 /// deriving the keys) before it is abandoned: logged at `ERROR`, counted in
@@ -275,7 +276,20 @@ pub fn spawn(
                 force |= queued == Trigger::Signal;
             }
             tracing::debug!(force, "reloading keyring");
-            reloader.reload(force).await;
+            if force {
+                // A SIGHUP (`systemctl reload`): the service manager waits
+                // for READY=1 again, sent whatever the outcome.
+                service_manager::reloading();
+                reloader.reload(force).await;
+                let current = reloader.shared.load();
+                service_manager::ready(&format!(
+                    "serving; keyring generation {}, primary key {}",
+                    current.generation,
+                    current.codec.keyring().primary().id().get()
+                ));
+            } else {
+                reloader.reload(force).await;
+            }
         }
     }))
 }

@@ -25,6 +25,7 @@ use crate::metrics::{Metrics, serve_admin};
 use crate::reload::{self, KeyringReloader};
 use crate::replay::Replay;
 use crate::service::RequestStateService;
+use crate::service_manager;
 
 /// Exit code for a failure after the configuration was accepted (a port in
 /// use, a watch that cannot be set up).
@@ -271,6 +272,13 @@ async fn serve(config: ServeConfig) -> u8 {
         auth = bearer_token.is_some(),
         "reqstate sidecar ready"
     );
+    if service_manager::requested() {
+        let addrs: Vec<String> = listen.iter().map(ToString::to_string).collect();
+        service_manager::ready(&format!(
+            "serving on {}; keyring generation 1, primary key {primary}",
+            addrs.join(", ")
+        ));
+    }
     if dev {
         print_dev_banner(&listen, bearer_token.is_some());
     }
@@ -287,6 +295,7 @@ async fn serve(config: ServeConfig) -> u8 {
 
     // Probes see NOT_SERVING first, then listeners stop accepting, and calls
     // in flight get until the deadline to finish.
+    service_manager::stopping();
     metrics.start_draining();
     mark_not_serving(&health).await;
     let _ = shutdown_tx.send(true);
