@@ -27,7 +27,6 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 venv="$here/.venv"
-python="${PYTHON:-python3}"
 started=$SECONDS
 
 export REQSTATE_BIN="${REQSTATE_BIN:-$repo/target/debug/reqstate}"
@@ -56,25 +55,9 @@ if [[ "${#missing[@]}" -gt 0 ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-    echo "deploy/run-tests.sh: creating $venv" >&2
-    rm -rf "$venv"
-    if ! "$python" -m venv "$venv" >/dev/null 2>&1 || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-        # No ensurepip (Debian's python3 without python3-venv): a project-local
-        # virtualenv from PyPI instead.
-        rm -rf "$venv"
-        boot="$(mktemp -d)"
-        "$python" -m pip install --quiet --disable-pip-version-check --target "$boot" virtualenv==21.15.11
-        PYTHONPATH="$boot" "$python" -m virtualenv --quiet "$venv"
-        rm -rf "$boot"
-    fi
-fi
-
-stamp="$venv/.requirements.txt"
-if ! cmp -s "$here/requirements.txt" "$stamp"; then
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-    cp "$here/requirements.txt" "$stamp"
-fi
+# shellcheck source=../scripts/lib/python-venv.sh
+source "$repo/scripts/lib/python-venv.sh"
+ensure_venv "$venv" "$here/requirements.txt"
 
 echo "deploy/run-tests.sh: $($venv/bin/python -m kubernetes_validate --version 2>&1 | head -1), $(systemd-analyze --version | head -1), binary $REQSTATE_BIN" >&2
 cd "$here"

@@ -13,7 +13,6 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 venv="$here/.venv"
-python="${PYTHON:-python3}"
 
 export REQSTATE_BIN="${REQSTATE_BIN:-$repo/target/debug/reqstate}"
 if [[ ! -x "$REQSTATE_BIN" ]]; then
@@ -22,25 +21,10 @@ if [[ ! -x "$REQSTATE_BIN" ]]; then
     exit 1
 fi
 
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-    echo "run-tests.sh: creating $venv" >&2
-    rm -rf "$venv"
-    if ! "$python" -m venv "$venv" >/dev/null 2>&1 || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-        # No ensurepip (Debian's python3 without python3-venv): bootstrap a
-        # project-local virtualenv from PyPI instead.
-        rm -rf "$venv"
-        boot="$here/.bootstrap"
-        "$python" -m pip install --quiet --disable-pip-version-check --target "$boot" virtualenv==21.15.11
-        PYTHONPATH="$boot" "$python" -m virtualenv --quiet "$venv"
-    fi
-fi
-
+# shellcheck source=../../scripts/lib/python-venv.sh
+source "$repo/scripts/lib/python-venv.sh"
+ensure_venv "$venv" "$here/requirements-dev.txt"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-stamp="$venv/.requirements-dev.txt"
-if ! cmp -s "$here/requirements-dev.txt" "$stamp"; then
-    "${pip[@]}" install --quiet -r "$here/requirements-dev.txt"
-    cp "$here/requirements-dev.txt" "$stamp"
-fi
 # The package itself, rebuilt every run (it is small) from a clean build
 # dir, with the pinned setuptools and no dependency resolution beyond the pins.
 rm -rf "$here/build"

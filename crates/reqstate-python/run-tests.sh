@@ -24,7 +24,6 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 venv="$here/.venv"
-python="${PYTHON:-python3}"
 
 install_only=false
 if [[ "${1:-}" == "--install-only" ]]; then
@@ -32,25 +31,10 @@ if [[ "${1:-}" == "--install-only" ]]; then
     shift
 fi
 
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-    echo "run-tests.sh: creating $venv" >&2
-    rm -rf "$venv"
-    if ! "$python" -m venv "$venv" >/dev/null 2>&1 || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-        # No ensurepip (Debian's python3 without python3-venv): bootstrap a
-        # project-local virtualenv from PyPI instead.
-        rm -rf "$venv"
-        boot="$here/.bootstrap"
-        "$python" -m pip install --quiet --disable-pip-version-check --target "$boot" virtualenv==21.15.11
-        PYTHONPATH="$boot" "$python" -m virtualenv --quiet "$venv"
-    fi
-fi
-
+# shellcheck source=../../scripts/lib/python-venv.sh
+source "$repo/scripts/lib/python-venv.sh"
+ensure_venv "$venv" "$here/requirements-dev.txt"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-stamp="$venv/.requirements-dev.txt"
-if ! cmp -s "$here/requirements-dev.txt" "$stamp"; then
-    "${pip[@]}" install --quiet -r "$here/requirements-dev.txt"
-    cp "$here/requirements-dev.txt" "$stamp"
-fi
 
 # The package itself, built from this directory as `pip install <dir>` does
 # on a fresh machine, but with the pinned maturin (no build isolation) and

@@ -16,12 +16,9 @@ export REQSTATE_BIN="${REQSTATE_BIN:-$repo/target/debug/reqstate}"
 [ -x "$REQSTATE_BIN" ] || { echo "run.sh: no reqstate binary at $REQSTATE_BIN" >&2; exit 1; }
 
 venv="$here/.venv"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-stamp="$venv/.requirements.txt"
-if ! cmp -s "$here/requirements.txt" "$stamp"; then
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
-    cp "$here/requirements.txt" "$stamp"
-fi
+# shellcheck source=../../scripts/lib/python-venv.sh
+source "$repo/scripts/lib/python-venv.sh"
+ensure_venv "$venv" "$here/requirements.txt"
 (cd "$here" && npm ci --no-audit --no-fund --silent)
 
 echo "grpcio (C core), no channel options, over the Unix socket:"
