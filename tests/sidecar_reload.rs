@@ -12,7 +12,8 @@ use std::time::Duration;
 use reqstate_proto::v1 as pb;
 use reqstate_proto::v1::request_state_client::RequestStateClient;
 use sidecar_process::{
-    Sidecar, SidecarOptions, TestResult, eventually, keyring_toml, run_cli, write_private,
+    Sidecar, SidecarOptions, TestResult, eventually, keyring_toml, run_cli, with_bearer,
+    write_private,
 };
 use tonic::transport::Channel;
 
@@ -379,5 +380,87 @@ async fn kubernetes_symlink_swap_is_picked_up() -> TestResult {
         "cleaning up the old directory changed nothing"
     );
     assert_eq!(keys.len(), 2);
+    Ok(())
+}
+
+/// The bearer tokens of `--auth-token-file` move from one token to the next
+/// without a moment when a caller holding either is refused: the new token
+/// is added as a second line, callers move to it, the old line goes. The
+/// file sits in a directory of its own, watched besides the keyring's.
+#[tokio::test]
+async fn bearer_tokens_rotate_without_downtime() -> TestResult {
+    const OLD: &str = "old-token-0123456789";
+    const NEW: &str = "new-token-9876543210";
+    let tokens = tempfile::tempdir()?;
+    let file = tokens.path().join("token");
+    write_private(&file, &format!("{OLD}\n"))?;
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--auth-token-file")
+            .arg(file.display().to_string()),
+    )
+    .await?;
+    let client = sidecar.unix_client().await?;
+    let accepted = |token: &'static str| {
+        let mut client = client.clone();
+        async move {
+            match client
+                .list_keys(with_bearer(pb::ListKeysRequest {}, token)?)
+                .await
+            {
+                Ok(_) => TestResult::<bool>::Ok(true),
+                Err(status) if status.code() == tonic::Code::Unauthenticated => Ok(false),
+                Err(status) => Err(status.into()),
+            }
+        }
+    };
+    assert!(accepted(OLD).await?);
+    assert!(!accepted(NEW).await?);
+
+    // Both, while callers move over.
+    write_private(
+        &file,
+        &format!("# rotating: {NEW} replaces the old one\n{OLD}\n{NEW}\n"),
+    )?;
+    eventually(
+        Duration::from_secs(10),
+        "the new token accepted",
+        || async { Ok(accepted(NEW).await?.then_some(())) },
+    )
+    .await?;
+    assert!(accepted(OLD).await?, "the old token was dropped too early");
+
+    // The new one only.
+    write_private(&file, &format!("{NEW}\n"))?;
+    eventually(Duration::from_secs(10), "the old token refused", || async {
+        Ok((!accepted(OLD).await?).then_some(()))
+    })
+    .await?;
+    assert!(accepted(NEW).await?);
+    assert_eq!(
+        sidecar.metric("reqstate_auth_token_reloads_total").await?,
+        2.0
+    );
+
+    // A broken file is refused and the tokens in service stay.
+    write_private(&file, "a token with spaces\n")?;
+    eventually(Duration::from_secs(10), "the refused reload", || async {
+        let failures = sidecar
+            .metric("reqstate_auth_token_reload_failures_total")
+            .await?;
+        Ok((failures >= 1.0).then_some(()))
+    })
+    .await?;
+    assert!(accepted(NEW).await?);
+    assert!(!accepted(OLD).await?);
+    assert_eq!(
+        sidecar.metric("reqstate_auth_token_reloads_total").await?,
+        2.0
+    );
+
+    // No token, old or new, reaches the log.
+    let log = sidecar.log();
+    assert!(log.contains("bearer token reload refused"), "{log}");
+    assert!(!log.contains("-token-"), "{log}");
     Ok(())
 }

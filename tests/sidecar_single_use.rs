@@ -412,6 +412,12 @@ async fn a_redis_cluster_gives_one_winner_per_token() -> TestResult {
         "--replay-cluster".to_string(),
         "--replay-key-prefix".to_string(),
         PREFIX.to_string(),
+        // One winner per token is what is tested here, not the deadline: a
+        // batch is 1000 concurrent SETs over three masters, which on two
+        // busy cores can take longer than the default 250 ms (and would
+        // then be refused on both sidecars, failing closed).
+        "--replay-timeout-ms".to_string(),
+        "10000".to_string(),
     ];
     let (a, b) = fleet(&args).await?;
     let mut on_a = a.unix_client().await?;
@@ -477,6 +483,11 @@ async fn redis_over_tls_with_a_restricted_acl_user() -> TestResult {
                 .arg(url)
                 .arg("--replay-key-prefix")
                 .arg(prefix)
+                // TLS and the ACL are tested here, not the deadline: the
+                // first consume also connects (TCP, TLS, AUTH), which on
+                // two busy cores can take longer than the default 250 ms.
+                .arg("--replay-timeout-ms")
+                .arg("10000")
                 // The sidecar trusts the test CA like a system root.
                 .env("SSL_CERT_FILE", ca.display().to_string()),
         )

@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use http::{HeaderMap, Request, Response};
 use hyper::body::{Body as HttpBody, Bytes, Frame, SizeHint};
-use ring::digest;
-use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
@@ -17,7 +15,7 @@ use tonic::body::Body;
 use tonic::transport::server::UdsConnectInfo;
 use tower::{Layer, Service};
 
-use crate::config::BearerToken;
+use crate::bearer::SharedBearerTokens;
 use crate::metrics::Metrics;
 use crate::wire;
 
@@ -86,9 +84,9 @@ pub fn rpc_label(path: &str) -> &'static str {
 /// The admission policy shared by every connection.
 #[derive(Debug)]
 struct Admission {
-    /// SHA-256 of the expected bearer token: comparing digests in constant
-    /// time hides the token's length as well as its bytes.
-    bearer_digest: Option<[u8; 32]>,
+    /// The bearer tokens accepted (swapped whole when their file reloads);
+    /// `None`: no bearer authentication.
+    bearer: Option<SharedBearerTokens>,
     allowed_uids: Vec<u32>,
     permits: Arc<Semaphore>,
     max_concurrent_calls: usize,
@@ -134,12 +132,6 @@ fn overloaded(message: String) -> Status {
     wire::error_status(tonic::Code::ResourceExhausted, "overloaded", message)
 }
 
-fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest::digest(&digest::SHA256, bytes).as_ref());
-    out
-}
-
 /// The permits a call holds until its response body ends or is dropped.
 #[derive(Debug)]
 struct Held {
@@ -149,7 +141,7 @@ struct Held {
 
 impl Admission {
     fn check_bearer<B>(&self, request: &Request<B>) -> Result<(), Status> {
-        let Some(expected) = &self.bearer_digest else {
+        let Some(accepted) = &self.bearer else {
             return Ok(());
         };
         let presented = request
@@ -157,7 +149,7 @@ impl Admission {
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
             .ok_or_else(|| unauthenticated("missing `authorization: Bearer <token>` metadata"))?;
-        if bool::from(sha256(presented).ct_eq(expected)) {
+        if accepted.load().accepts(presented) {
             Ok(())
         } else {
             Err(unauthenticated("wrong bearer token"))
@@ -253,7 +245,7 @@ impl CallGateLayer {
     /// `Watch` streams), and the deadline by which every response, streams
     /// included, must have ended.
     pub fn new(
-        bearer: Option<&BearerToken>,
+        bearer: Option<SharedBearerTokens>,
         allowed_uids: Vec<u32>,
         max_concurrent_calls: usize,
         max_health_calls: usize,
@@ -263,7 +255,7 @@ impl CallGateLayer {
         let max_health_calls = max_health_calls.max(MIN_HEALTH_CALLS);
         CallGateLayer {
             admission: Arc::new(Admission {
-                bearer_digest: bearer.map(|t| sha256(t.expose())),
+                bearer,
                 allowed_uids,
                 permits: Arc::new(Semaphore::new(max_concurrent_calls)),
                 max_concurrent_calls,
@@ -484,7 +476,11 @@ mod tests {
 
     fn admission(bearer: Option<&[u8]>) -> Result<Admission, prometheus::Error> {
         Ok(Admission {
-            bearer_digest: bearer.map(sha256),
+            bearer: bearer.map(|token| {
+                Arc::new(arc_swap::ArcSwap::from_pointee(
+                    crate::bearer::BearerTokens::parse(token).expect("a valid token"),
+                ))
+            }),
             allowed_uids: Vec::new(),
             permits: Arc::new(Semaphore::new(1)),
             max_concurrent_calls: 1,

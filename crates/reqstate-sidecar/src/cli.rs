@@ -140,8 +140,10 @@ pub struct ServeArgs {
     pub metrics: Option<String>,
 
     /// Require `authorization: Bearer <token>` on every call except health
-    /// checks; the token is the file's content, surrounding whitespace removed.
-    /// A non-loopback listener needs it or --client-ca.
+    /// checks, with one of the file's tokens: one per line (blank lines and
+    /// `#` comments skipped), so a new token can be added before the old one
+    /// goes; reloaded with the keyring. A non-loopback listener needs it or
+    /// --client-ca.
     #[arg(long, env = "REQSTATE_AUTH_TOKEN_FILE", value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use reqstate::{Keyring, Policy};
 use zeroize::Zeroizing;
 
+use crate::bearer::AuthTokenFile;
 use crate::cli::ServeArgs;
 use crate::keyring_source::{KeyringLoadError, KeyringPermissions, load_keyring_file};
 use crate::replay::ReplayStoreConfig;
@@ -96,28 +97,6 @@ impl fmt::Debug for TlsConfig {
     }
 }
 
-/// The caller token of `--auth-token-file`.
-#[derive(Clone)]
-pub struct BearerToken(Vec<u8>);
-
-impl BearerToken {
-    /// Wraps the expected token bytes.
-    pub fn new(token: Vec<u8>) -> Self {
-        BearerToken(token)
-    }
-
-    /// The expected token bytes.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl fmt::Debug for BearerToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("BearerToken(<redacted>)")
-    }
-}
-
 /// The limits the service enforces.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -152,8 +131,9 @@ pub struct ServeConfig {
     pub listen: Vec<ListenAddr>,
     /// The metrics and readiness listener.
     pub metrics: Option<SocketAddr>,
-    /// The bearer token callers must present.
-    pub bearer_token: Option<BearerToken>,
+    /// The bearer tokens callers must present (one of), and the file they
+    /// reload from.
+    pub bearer_token: Option<AuthTokenFile>,
     /// TLS for TCP listeners.
     pub tls: Option<TlsConfig>,
     /// Peer uids allowed on Unix sockets; empty means any.
@@ -380,21 +360,9 @@ impl ServeConfig {
             .auth_token_file
             .as_deref()
             .map(|path| {
-                let bytes = read_file("--auth-token-file", path)?;
-                let text = std::str::from_utf8(&bytes).map_err(|_| {
-                    ConfigError::new(format!(
-                        "--auth-token-file {}: not UTF-8 text",
-                        path.display()
-                    ))
-                })?;
-                let token = text.trim();
-                if token.is_empty() {
-                    return Err(ConfigError::new(format!(
-                        "--auth-token-file {}: the file is empty",
-                        path.display()
-                    )));
-                }
-                Ok(BearerToken::new(token.as_bytes().to_vec()))
+                AuthTokenFile::load(path).map_err(|e| {
+                    ConfigError::new(format!("--auth-token-file {}: {e}", path.display()))
+                })
             })
             .transpose()?;
 

@@ -11,7 +11,8 @@
 //! - [`service`]: the `reqstate.v1.RequestState` implementation, over
 //!   [`wire`] (proto messages to core calls and back) and [`live_keyring`]
 //!   (the keyring in service, swapped whole on reload).
-//! - [`call_gate`]: bearer token, peer-uid allow-list, load shedding.
+//! - [`call_gate`]: bearer token, peer-uid allow-list, load shedding;
+//!   [`bearer`]: the bearer tokens, reloaded with the keyring.
 //! - [`call_metrics`]: call counts and latency by rpc and result.
 //! - [`listeners`]: Unix (mode 0600) and TCP listeners.
 //! - [`reload`]: SIGHUP and directory-watch keyring reload.
@@ -24,6 +25,7 @@
 // The other lints are declared once, in the workspace's `[workspace.lints]`.
 #![forbid(unsafe_code)]
 
+pub mod bearer;
 pub mod call_gate;
 pub mod call_metrics;
 pub mod cli;

@@ -29,6 +29,8 @@ pub struct Metrics {
     reload_failures: IntCounter,
     // Added for reload time limits (reload.rs).
     reload_timeouts: IntCounter,
+    auth_token_reloads: IntCounter,
+    auth_token_reload_failures: IntCounter,
     keys: IntGaugeVec,
     draining: IntGauge,
     replay_records: IntCounterVec,
@@ -123,6 +125,21 @@ impl Metrics {
                  (also counted as failures); the previous keyring stayed in service",
             ),
         )?;
+        let auth_token_reloads = registered(
+            &registry,
+            IntCounter::new(
+                "reqstate_auth_token_reloads_total",
+                "Bearer token file reloads that changed the accepted tokens",
+            ),
+        )?;
+        let auth_token_reload_failures = registered(
+            &registry,
+            IntCounter::new(
+                "reqstate_auth_token_reload_failures_total",
+                "Bearer token file reloads refused (unreadable file, no valid token); \
+                 the previous tokens stayed accepted",
+            ),
+        )?;
         let keys = registered(
             &registry,
             IntGaugeVec::new(
@@ -174,6 +191,8 @@ impl Metrics {
             reloads,
             reload_failures,
             reload_timeouts,
+            auth_token_reloads,
+            auth_token_reload_failures,
             keys,
             draining,
             replay_records,
@@ -252,6 +271,16 @@ impl Metrics {
     /// Counts a reload abandoned for taking too long (reload.rs).
     pub fn reload_timed_out(&self) {
         self.reload_timeouts.inc();
+    }
+
+    /// Counts a bearer token reload that changed the tokens (bearer.rs).
+    pub fn auth_token_reload_succeeded(&self) {
+        self.auth_token_reloads.inc();
+    }
+
+    /// Counts a refused bearer token reload (bearer.rs).
+    pub fn auth_token_reload_failed(&self) {
+        self.auth_token_reload_failures.inc();
     }
 
     /// Marks the sidecar as draining: `/ready` answers 503 from now on.

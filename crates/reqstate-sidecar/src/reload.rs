@@ -1,4 +1,4 @@
-//! Keyring hot reload: SIGHUP and changes in the keyring's directory, debounced (never for ever), read with a time limit, validated whole, then swapped in atomically.
+//! Keyring hot reload: SIGHUP and changes in the keyring's directory, debounced (never for ever), read with a time limit, validated whole, then swapped in atomically. The bearer token file ([`crate::bearer`]) reloads on the same triggers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
+use crate::bearer::TokenReloader;
 use crate::keyring_source::{
     KeyringLoadError, KeyringPermissions, LoadedKeyringFile, load_keyring_file, watched_directory,
 };
@@ -39,7 +40,8 @@ enum Trigger {
     /// SIGHUP: always reload, even if the file is byte-for-byte the same
     /// (a `secret_file` or `secret_env` it names may have changed).
     Signal,
-    /// Something changed in the keyring's directory.
+    /// Something changed in a watched directory (the keyring's, the token
+    /// file's).
     DirectoryChange,
 }
 
@@ -217,20 +219,75 @@ async fn debounce_events(
     }
 }
 
-/// Starts watching the keyring's directory and `hangup` (the SIGHUP stream,
-/// installed by the caller before anything was bound so that an early SIGHUP
-/// cannot kill the process), and reloads until `shutdown` changes. The directory, not the file, is watched: Kubernetes
+/// What reloads on SIGHUP and on changes in its directory.
+#[derive(Debug, Default)]
+pub struct Reloaders {
+    /// The keyring file (absent with `--dev`).
+    pub keyring: Option<KeyringReloader>,
+    /// The bearer token file (absent without `--auth-token-file`).
+    pub token: Option<TokenReloader>,
+}
+
+impl Reloaders {
+    fn watched_directories(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let paths = [
+            self.keyring.as_ref().map(|k| k.path.as_path()),
+            self.token.as_ref().map(TokenReloader::path),
+        ];
+        for path in paths.into_iter().flatten() {
+            let dir = watched_directory(path);
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        dirs
+    }
+
+    /// Whether there is anything to reload.
+    pub fn is_empty(&self) -> bool {
+        self.keyring.is_none() && self.token.is_none()
+    }
+
+    async fn reload(&mut self, force: bool) {
+        if let Some(token) = self.token.as_mut() {
+            token.reload().await;
+        }
+        if let Some(keyring) = self.keyring.as_mut() {
+            keyring.reload(force).await;
+        }
+    }
+
+    /// The `STATUS=` after a SIGHUP reload.
+    fn status(&self) -> String {
+        match &self.keyring {
+            Some(keyring) => {
+                let current = keyring.shared.load();
+                format!(
+                    "serving; keyring generation {}, primary key {}",
+                    current.generation,
+                    current.codec.keyring().primary().id().get()
+                )
+            }
+            None => "serving".to_owned(),
+        }
+    }
+}
+
+/// Starts watching the directories of the reloaders' files and `hangup`
+/// (the SIGHUP stream, installed by the caller before anything was bound so
+/// that an early SIGHUP cannot kill the process), and reloads until
+/// `shutdown` changes. Directories, not files, are watched: Kubernetes
 /// Secret volumes swap a `..data` symlink and editors rename a new file over
 /// the old one, and neither touches the watched inode of the file itself.
 pub fn spawn(
-    mut reloader: KeyringReloader,
+    mut reloaders: Reloaders,
     debounce: Duration,
     mut hangup: tokio::signal::unix::Signal,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, std::io::Error> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
 
-    let dir = watched_directory(&reloader.path);
     let watch_tx = tx.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         match event {
@@ -239,13 +296,15 @@ pub fn spawn(
                 // The receiver is gone only when shutting down.
                 let _ = watch_tx.send(Trigger::DirectoryChange);
             }
-            Err(e) => tracing::warn!(error = %e, "keyring directory watch error"),
+            Err(e) => tracing::warn!(error = %e, "reload directory watch error"),
         }
     })
     .map_err(std::io::Error::other)?;
-    watcher
-        .watch(&dir, RecursiveMode::NonRecursive)
-        .map_err(|e| std::io::Error::other(format!("cannot watch {}: {e}", dir.display())))?;
+    for dir in reloaders.watched_directories() {
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|e| std::io::Error::other(format!("cannot watch {}: {e}", dir.display())))?;
+    }
 
     tokio::spawn(async move {
         loop {
@@ -271,24 +330,19 @@ pub fn spawn(
                     None => return,
                 }
             }
-            // Whatever queued up so far is covered by the read about to start.
+            // Whatever queued up so far is covered by the reads about to start.
             while let Ok(queued) = rx.try_recv() {
                 force |= queued == Trigger::Signal;
             }
-            tracing::debug!(force, "reloading keyring");
+            tracing::debug!(force, "reloading");
             if force {
                 // A SIGHUP (`systemctl reload`): the service manager waits
                 // for READY=1 again, sent whatever the outcome.
                 service_manager::reloading();
-                reloader.reload(force).await;
-                let current = reloader.shared.load();
-                service_manager::ready(&format!(
-                    "serving; keyring generation {}, primary key {}",
-                    current.generation,
-                    current.codec.keyring().primary().id().get()
-                ));
+                reloaders.reload(force).await;
+                service_manager::ready(&reloaders.status());
             } else {
-                reloader.reload(force).await;
+                reloaders.reload(force).await;
             }
         }
     }))

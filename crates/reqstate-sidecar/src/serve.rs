@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use reqstate::Codec;
 use reqstate_proto::v1::request_state_server::RequestStateServer;
 use tokio::signal::unix::{SignalKind, signal};
@@ -15,6 +16,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
+use crate::bearer::{AuthTokenFile, TokenReloader};
 use crate::call_gate::CallGateLayer;
 use crate::call_metrics::CallMetricsLayer;
 use crate::cli::EXIT_BAD_CONFIG;
@@ -22,7 +24,7 @@ use crate::config::{KeyringSource, ListenAddr, ServeConfig, TlsConfig};
 use crate::listeners::{BoundListener, bind};
 use crate::live_keyring;
 use crate::metrics::{Metrics, serve_admin};
-use crate::reload::{self, KeyringReloader};
+use crate::reload::{self, KeyringReloader, Reloaders};
 use crate::replay::Replay;
 use crate::service::RequestStateService;
 use crate::service_manager;
@@ -164,26 +166,44 @@ async fn serve(config: ServeConfig) -> u8 {
     // `/live` 200) and stops after it.
     let (admin_stop_tx, admin_stop_rx) = watch::channel(false);
 
-    if let KeyringSource::File { path, permissions } = &keyring_source {
-        let reloader = KeyringReloader::new(
-            path.clone(),
-            *permissions,
-            shared.clone(),
-            metrics.clone(),
-            initial_contents,
-        );
-        if let Err(e) = reload::spawn(reloader, reload_debounce, hangup, shutdown_rx.clone()) {
-            tracing::error!(error = %e, "cannot watch the keyring for changes");
-            remove_sockets(&bound);
-            return EXIT_RUNTIME_FAILURE;
+    let authenticated = bearer_token.is_some();
+    let (bearer, token_reloader) = match bearer_token {
+        Some(AuthTokenFile {
+            path,
+            contents,
+            tokens,
+        }) => {
+            let shared_tokens = Arc::new(ArcSwap::from_pointee(tokens));
+            let reloader =
+                TokenReloader::new(path, shared_tokens.clone(), contents, metrics.clone());
+            (Some(shared_tokens), Some(reloader))
         }
-    } else {
-        // No file to reload; SIGHUP must still not kill the process.
+        None => (None, None),
+    };
+    let reloaders = Reloaders {
+        keyring: match &keyring_source {
+            KeyringSource::File { path, permissions } => Some(KeyringReloader::new(
+                path.clone(),
+                *permissions,
+                shared.clone(),
+                metrics.clone(),
+                initial_contents,
+            )),
+            KeyringSource::Ephemeral => None,
+        },
+        token: token_reloader,
+    };
+    if reloaders.is_empty() {
+        // Nothing to reload; SIGHUP must still not kill the process.
         tokio::spawn(async move {
             while hangup.recv().await.is_some() {
                 tracing::info!("SIGHUP ignored: --dev has no keyring file to reload");
             }
         });
+    } else if let Err(e) = reload::spawn(reloaders, reload_debounce, hangup, shutdown_rx.clone()) {
+        tracing::error!(error = %e, "cannot watch the keyring and token files for changes");
+        remove_sockets(&bound);
+        return EXIT_RUNTIME_FAILURE;
     }
     if let Some(listener) = metrics_listener {
         let local = listener.local_addr().ok();
@@ -225,7 +245,7 @@ async fn serve(config: ServeConfig) -> u8 {
         .add_service(reflection_v1alpha)
         .add_service(service);
     let gate = CallGateLayer::new(
-        bearer_token.as_ref(),
+        bearer,
         allow_uids,
         limits.max_concurrent_calls,
         limits.max_health_calls,
@@ -269,7 +289,7 @@ async fn serve(config: ServeConfig) -> u8 {
     tracing::info!(
         primary,
         generation = 1,
-        auth = bearer_token.is_some(),
+        auth = authenticated,
         "reqstate sidecar ready"
     );
     if service_manager::requested() {
@@ -280,7 +300,7 @@ async fn serve(config: ServeConfig) -> u8 {
         ));
     }
     if dev {
-        print_dev_banner(&listen, bearer_token.is_some());
+        print_dev_banner(&listen, authenticated);
     }
 
     let mut failed = false;
