@@ -1261,6 +1261,8 @@ fn vectors_through_every_implementation() -> TestResult {
             // the command line only has to exit 64 on a refused keyring
             // (usage_errors_exit_64_with_a_message_and_no_json).
             "keyrings" => {}
+            // Run by policy_vectors_are_refused_as_usage_errors_or_accepted.
+            "policies" => {}
             other => {
                 return Err(format!(
                     "tests/vectors/v1.json has a section {other:?} that this harness does not \
@@ -1701,5 +1703,59 @@ fn usage_errors_exit_64_with_a_message_and_no_json() -> TestResult {
             assert_eq!(outcome(&what, &out, "mint")?, Outcome::Usage, "{what}");
         }
     }
+    Ok(())
+}
+
+/// tests/vectors/v1.json's `policies` (both sides of each range of FORMAT.md
+/// §8) as the policy flags of every command line: a refused policy is a
+/// usage error (exit 64, a message, no JSON) before any token is looked at;
+/// an accepted one lets the command run (whatever it then answers: with
+/// `--max-token-len 64` the token itself is `too_large`).
+#[test]
+fn policy_vectors_are_refused_as_usage_errors_or_accepted() -> TestResult {
+    let fx = fixtures()?;
+    let imps = implementations();
+    let token = mint_token(
+        &fx,
+        &imps[0],
+        "main",
+        &strings(&["--tool", "t", "--step", "s"]),
+        "setup",
+    )?
+    .0;
+    let vectors = fx.vectors["policies"].as_array().ok_or("policies")?;
+    assert!(vectors.len() >= 10, "{} policy vectors", vectors.len());
+    let mut ran = 0;
+    for vector in vectors {
+        let name = vector["name"]
+            .as_str()
+            .ok_or("policy vector name")?
+            .to_owned();
+        check_fields(&name, vector, &["name", "policy", "expect_fail"])?;
+        let mut args = strings(&["--tool", "t"]);
+        args.extend(policy_args(&name, vector)?);
+        args.push(format!("--token={token}"));
+        let argv = fx.args("verify", "main", &args)?;
+        let refused = match vector.get("expect_fail").and_then(Value::as_str) {
+            None => false,
+            Some("invalid_argument") => true,
+            Some(other) => return Err(format!("vector {name:?}: expect_fail {other:?}").into()),
+        };
+        for imp in &imps {
+            let what = format!("policy vector {name:?} / {}", imp.name);
+            let got = outcome(&what, &run(imp, &argv, None)?, "verify")?;
+            if refused {
+                assert_eq!(got, Outcome::Usage, "{what}");
+            } else {
+                assert_ne!(
+                    got,
+                    Outcome::Usage,
+                    "{what}: an accepted policy was refused"
+                );
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, vectors.len() * imps.len());
     Ok(())
 }
