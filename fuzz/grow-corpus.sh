@@ -20,17 +20,9 @@
 # there (default: a temporary directory, removed at exit).
 set -euo pipefail
 
-usage() { echo "usage: bash fuzz/grow-corpus.sh SECONDS [TARGET...]" >&2; exit 2; }
-[[ $# -ge 1 && $1 =~ ^[0-9]+$ && $1 -gt 0 ]] || usage
-seconds=$1
-shift
-
-fuzz_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-all_targets=(verify_token keyring_toml claims_cbor sidecar_request)
-targets=("${@:-${all_targets[@]}}")
-for t in "${targets[@]}"; do
-  [[ -f $fuzz_dir/fuzz_targets/$t.rs ]] || { echo "unknown target: $t" >&2; exit 2; }
-done
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+parse_fuzz_args "$@"
 
 cd "$fuzz_dir"
 if [[ -z ${GROW_NO_BUILD:-} ]]; then

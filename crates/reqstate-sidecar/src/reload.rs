@@ -40,9 +40,29 @@ enum Trigger {
     /// SIGHUP: always reload, even if the file is byte-for-byte the same
     /// (a `secret_file` or `secret_env` it names may have changed).
     Signal,
-    /// Something changed in a watched directory (the keyring's, the token
-    /// file's).
-    DirectoryChange,
+    /// Something changed in a watched directory: the keyring's, the token
+    /// file's, or both (one directory may hold both files).
+    DirectoryChange(Changed),
+}
+
+/// Whose directory an event came from: only that file is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Changed {
+    keyring: bool,
+    token: bool,
+}
+
+impl Changed {
+    /// Both (an event that names no path, as on a watch overflow).
+    const BOTH: Changed = Changed {
+        keyring: true,
+        token: true,
+    };
+
+    fn add(&mut self, other: Changed) {
+        self.keyring |= other.keyring;
+        self.token |= other.token;
+    }
 }
 
 /// Reads and validates a keyring file: [`load_keyring_file`], or a stand-in in tests.
@@ -196,11 +216,13 @@ impl KeyringReloader {
 
 /// Waits for the directory to be quiet for `debounce` after a change, but
 /// no longer than [`MAX_DEBOUNCE_PERIODS`] debounce periods after the first
-/// event. Returns whether a SIGHUP came meanwhile (reload at once, forced),
-/// or `None` when the sender is gone.
+/// event, adding the directories that changed meanwhile to `changed`.
+/// Returns whether a SIGHUP came meanwhile (reload at once, forced), or
+/// `None` when the sender is gone.
 async fn debounce_events(
     rx: &mut mpsc::UnboundedReceiver<Trigger>,
     debounce: Duration,
+    changed: &mut Changed,
 ) -> Option<bool> {
     // A save or a symlink swap is several events, and a half-written file
     // must not be read (it would only fail validation, but noisily).
@@ -212,7 +234,7 @@ async fn debounce_events(
         }
         match tokio::time::timeout(wait, rx.recv()).await {
             Ok(Some(Trigger::Signal)) => return Some(true),
-            Ok(Some(Trigger::DirectoryChange)) => continue,
+            Ok(Some(Trigger::DirectoryChange(more))) => changed.add(more),
             Ok(None) => return None,
             Err(_quiet) => return Some(false),
         }
@@ -229,19 +251,12 @@ pub struct Reloaders {
 }
 
 impl Reloaders {
-    fn watched_directories(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        let paths = [
-            self.keyring.as_ref().map(|k| k.path.as_path()),
-            self.token.as_ref().map(TokenReloader::path),
-        ];
-        for path in paths.into_iter().flatten() {
-            let dir = watched_directory(path);
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
-        }
-        dirs
+    /// The directories to watch: the keyring's and the token file's.
+    fn watched_directories(&self) -> (Option<PathBuf>, Option<PathBuf>) {
+        (
+            self.keyring.as_ref().map(|k| watched_directory(&k.path)),
+            self.token.as_ref().map(|t| watched_directory(t.path())),
+        )
     }
 
     /// Whether there is anything to reload.
@@ -249,11 +264,12 @@ impl Reloaders {
         self.keyring.is_none() && self.token.is_none()
     }
 
-    async fn reload(&mut self, force: bool) {
-        if let Some(token) = self.token.as_mut() {
+    /// Reloads the files whose directories changed, or both if `force`.
+    async fn reload(&mut self, force: bool, changed: Changed) {
+        if let Some(token) = self.token.as_mut().filter(|_| force || changed.token) {
             token.reload().await;
         }
-        if let Some(keyring) = self.keyring.as_mut() {
+        if let Some(keyring) = self.keyring.as_mut().filter(|_| force || changed.keyring) {
             keyring.reload(force).await;
         }
     }
@@ -288,21 +304,59 @@ pub fn spawn(
 ) -> Result<tokio::task::JoinHandle<()>, std::io::Error> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
 
+    let (keyring_dir, token_dir) = reloaders.watched_directories();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in [&keyring_dir, &token_dir].into_iter().flatten() {
+        if !dirs.contains(dir) {
+            dirs.push(dir.clone());
+        }
+    }
+    // An event names paths in the watched directories: it is the keyring's
+    // or the token file's (or both, when they share a directory). A
+    // directory is matched as given and made absolute (the watcher may
+    // report either); an event matched to neither reloads both, so a
+    // change is never missed, at worst read twice.
+    let forms = |dir: &Option<PathBuf>| -> Vec<PathBuf> {
+        dir.iter()
+            .flat_map(|d| {
+                [
+                    d.clone(),
+                    std::path::absolute(d).unwrap_or_else(|_| d.clone()),
+                ]
+            })
+            .collect()
+    };
+    let (keyring_forms, token_forms) = (forms(&keyring_dir), forms(&token_dir));
+    let in_dir = |forms: &[PathBuf], event: &notify::Event| {
+        event
+            .paths
+            .iter()
+            .any(|p| forms.iter().any(|dir| p.parent() == Some(dir.as_path())))
+    };
     let watch_tx = tx.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         match event {
             Ok(event) if event.kind.is_access() => {}
-            Ok(_) => {
+            Ok(event) => {
+                let changed = Changed {
+                    keyring: in_dir(&keyring_forms, &event),
+                    token: in_dir(&token_forms, &event),
+                };
+                let changed = if changed == Changed::default() {
+                    Changed::BOTH
+                } else {
+                    changed
+                };
                 // The receiver is gone only when shutting down.
-                let _ = watch_tx.send(Trigger::DirectoryChange);
+                let _ = watch_tx.send(Trigger::DirectoryChange(changed));
             }
             Err(e) => tracing::warn!(error = %e, "reload directory watch error"),
         }
     })
     .map_err(std::io::Error::other)?;
-    for dir in reloaders.watched_directories() {
+    for dir in &dirs {
         watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
+            .watch(dir, RecursiveMode::NonRecursive)
             .map_err(|e| std::io::Error::other(format!("cannot watch {}: {e}", dir.display())))?;
     }
 
@@ -323,26 +377,36 @@ pub fn spawn(
         // Owned by the task so that watching stops when reloading does.
         let _watcher = watcher;
         while let Some(trigger) = rx.recv().await {
-            let mut force = trigger == Trigger::Signal;
+            let mut changed = Changed::default();
+            let mut force = match trigger {
+                Trigger::Signal => true,
+                Trigger::DirectoryChange(first) => {
+                    changed = first;
+                    false
+                }
+            };
             if !force {
-                match debounce_events(&mut rx, debounce).await {
+                match debounce_events(&mut rx, debounce, &mut changed).await {
                     Some(signal) => force = signal,
                     None => return,
                 }
             }
             // Whatever queued up so far is covered by the reads about to start.
             while let Ok(queued) = rx.try_recv() {
-                force |= queued == Trigger::Signal;
+                match queued {
+                    Trigger::Signal => force = true,
+                    Trigger::DirectoryChange(more) => changed.add(more),
+                }
             }
             tracing::debug!(force, "reloading");
             if force {
                 // A SIGHUP (`systemctl reload`): the service manager waits
                 // for READY=1 again, sent whatever the outcome.
                 service_manager::reloading();
-                reloaders.reload(force).await;
+                reloaders.reload(force, changed).await;
                 service_manager::ready(&reloaders.status());
             } else {
-                reloaders.reload(force).await;
+                reloaders.reload(force, changed).await;
             }
         }
     }))
@@ -465,7 +529,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let noise = tokio::spawn(async move {
             for _ in 0..1000 {
-                if tx.send(Trigger::DirectoryChange).is_err() {
+                if tx.send(Trigger::DirectoryChange(Changed::BOTH)).is_err() {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -473,7 +537,7 @@ mod tests {
         });
         let outcome = tokio::time::timeout(
             Duration::from_secs(10),
-            debounce_events(&mut rx, Duration::from_millis(20)),
+            debounce_events(&mut rx, Duration::from_millis(20), &mut Changed::default()),
         )
         .await;
         assert_eq!(outcome, Ok(Some(false)), "the debounce never ended");
