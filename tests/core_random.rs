@@ -23,6 +23,13 @@ fn draw(source: &dyn SecureRandom) -> [u8; 24] {
     out
 }
 
+/// 24 bytes through the nonce-hedge path (the pool, with no pid check).
+fn draw_hedge(source: &dyn SecureRandom) -> [u8; 24] {
+    let mut out = [0u8; 24];
+    source.fill_hedge(&mut out).expect("random");
+    out
+}
+
 #[test]
 fn sources_never_repeat_a_nonce() {
     for source in [&BufferedRandom as &dyn SecureRandom, &OsRandom::new()] {
@@ -210,9 +217,11 @@ const PIDNS_HELPER: &str = "REQSTATE_TEST_PIDNS_HELPER";
 
 /// The review's reproduction: a process that is pid 1 of its PID namespace
 /// warms its random pool, then forks a child into a new PID namespace, where
-/// the child is pid 1 again. The pool's pid check cannot tell them apart, so
-/// both draw the same pool bytes; their tokens must still have different
-/// nonces.
+/// the child is pid 1 again. A pid check cannot tell them apart, so both draw
+/// the same pool bytes for their nonce hedges; their tokens must still have
+/// different nonces, and what `fill` draws (single-use token ids, keys) must
+/// not repeat at all: two single-use tokens with one id would share one
+/// spent-token record (security review round 3, finding 7).
 #[test]
 fn clone_in_a_new_pid_namespace_never_shares_a_nonce() {
     if std::env::var_os(PIDNS_HELPER).is_some() {
@@ -264,6 +273,14 @@ fn clone_in_a_new_pid_namespace_never_shares_a_nonce() {
         "the clone did not repeat the pool: {line}"
     );
     assert!(line.contains("nonces_differ=true"), "{line}");
+    assert!(
+        line.contains("fill_repeated=false"),
+        "fill repeated the parent's bytes in the clone: {line}"
+    );
+    assert!(
+        line.contains("token_ids_differ=true"),
+        "parent and child minted single-use tokens with one id: {line}"
+    );
 }
 
 fn pid_namespace_helper() {
@@ -281,6 +298,7 @@ fn pid_namespace_helper() {
     codec
         .mint(bind("increase-counter", b"warm"), "amount", &0u32, ttl)
         .expect("mint");
+    let _ = draw_hedge(&BufferedRandom);
     unshare(CloneFlags::CLONE_NEWPID).expect("unshare(CLONE_NEWPID)");
     let (mut reader, mut writer) = std::io::pipe().expect("pipe");
     // SAFETY: the helper runs one test on one thread (--test-threads=1); the
@@ -288,21 +306,38 @@ fn pid_namespace_helper() {
     match unsafe { fork() }.expect("fork") {
         ForkResult::Child => {
             let pid = std::process::id();
-            let drawn = draw(&BufferedRandom);
+            let drawn = draw_hedge(&BufferedRandom);
+            let filled = draw(&BufferedRandom);
             let token = codec
                 .mint(bind("increase-counter", b"ctx"), "confirm", &"child", ttl)
                 .expect("mint")
                 .token;
-            let _ = writer.write_all(format!("{pid} {} {token}", hex::encode(drawn)).as_bytes());
+            let single = codec
+                .mint_single_use(bind("increase-counter", b"ctx"), "confirm", &"same", ttl)
+                .expect("mint")
+                .token;
+            let _ = writer.write_all(
+                format!(
+                    "{pid} {} {} {token} {single}",
+                    hex::encode(drawn),
+                    hex::encode(filled)
+                )
+                .as_bytes(),
+            );
             drop(writer);
             // SAFETY: exits without running the harness's teardown.
             unsafe { nix::libc::_exit(0) };
         }
         ForkResult::Parent { child } => {
             drop(writer);
-            let drawn = draw(&BufferedRandom);
+            let drawn = draw_hedge(&BufferedRandom);
+            let filled = draw(&BufferedRandom);
             let token = codec
                 .mint(bind("increase-counter", b"ctx"), "confirm", &"parent", ttl)
+                .expect("mint")
+                .token;
+            let single = codec
+                .mint_single_use(bind("increase-counter", b"ctx"), "confirm", &"same", ttl)
                 .expect("mint")
                 .token;
             let mut from_child = String::new();
@@ -311,7 +346,16 @@ fn pid_namespace_helper() {
             let mut parts = from_child.split(' ');
             let child_pid = parts.next().expect("pid");
             let child_drawn = parts.next().expect("draw");
+            let child_filled = parts.next().expect("fill");
             let child_token = parts.next().expect("token");
+            let child_single = parts.next().expect("single-use token");
+            let token_id = |token: &str| {
+                codec
+                    .verify_single_use::<String>(token, bind("increase-counter", b"ctx"))
+                    .expect("a valid single-use token")
+                    .spent_id()
+            };
+            let ids_differ = token_id(&single) != token_id(child_single);
             assert!(
                 codec
                     .verify::<String>(child_token, bind("increase-counter", b"ctx"))
@@ -319,9 +363,11 @@ fn pid_namespace_helper() {
             );
             let differ = nonce_of(&token) != nonce_of(child_token);
             println!(
-                "PIDNS parent_pid={} child_pid={child_pid} pool_repeated={} nonces_differ={differ}",
+                "PIDNS parent_pid={} child_pid={child_pid} pool_repeated={} nonces_differ={differ} \
+                 fill_repeated={} token_ids_differ={ids_differ}",
                 std::process::id(),
                 hex::encode(drawn) == child_drawn,
+                hex::encode(filled) == child_filled,
             );
             assert!(differ, "parent and child minted with the same nonce");
         }

@@ -75,8 +75,9 @@ impl core::fmt::Debug for Codec {
 
 impl Codec {
     /// A codec with the default policy, the system clock and OS randomness
-    /// (drawn through the per-thread pool of [`crate::BufferedRandom`]; nonces
-    /// are hedged, so a cloned pool cannot repeat a nonce for another message).
+    /// ([`crate::BufferedRandom`]: nonce hedges from a per-thread pool, which a
+    /// clone may repeat only for the very same message; token ids and keys
+    /// from the OS on every draw).
     #[cfg(feature = "std")]
     #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn new(keyring: Keyring) -> Self {

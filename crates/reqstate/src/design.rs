@@ -77,13 +77,14 @@
 //!
 //! With `std`, [`crate::Codec::new`] draws `r` from [`crate::BufferedRandom`],
 //! a per-thread pool of OS randomness, through
-//! [`crate::SecureRandom::fill_hedge`], which skips the pool's process-id
-//! check: that `getpid` system call cost 200 to 400 ns per token on the
-//! project's VM, more than the hedge itself, and bought nothing the hedge does
-//! not already give. After any clone, an ordinary `fork` included, a parent
+//! [`crate::SecureRandom::fill_hedge`], with no process-id check: a `getpid`
+//! system call cost 200 to 400 ns per token on the project's VM, more than the
+//! hedge itself, and bought nothing the hedge does not already give. After any clone, an ordinary `fork` included, a parent
 //! and child drawing the same pool bytes give the same nonce only to the very
-//! same message, and then mint the very same token. `fill`, for any other use
-//! of the pool's bytes, keeps the check.
+//! same message, and then mint the very same token. `fill` (single-use token
+//! ids, key generation) has no pool at all: it asks the OS on every call, since
+//! a pid check cannot see a clone that keeps the pid, and two single-use tokens
+//! with one id would share one spent-token record.
 //!
 //! # The API: typed bindings, one error type per kind of failure
 //! A verifier needs a token, a tool, an expected step and a context: three

@@ -62,23 +62,24 @@ impl SecureRandom for OsRandom {
     }
 }
 
-/// OS randomness fetched 4 KiB at a time and handed out per thread: one
-/// `getrandom` call per ~170 draws of 24 bytes instead of one per draw.
+/// OS randomness for everything, with nonce hedges served from a per-thread
+/// pool fetched 4 KiB at a time (one `getrandom` call per ~170 hedges).
 ///
-/// [`SecureRandom::fill`] checks the process id on every draw, and a process
-/// with another pid than the one that filled the pool (an ordinary `fork`
-/// child) discards it first, so its bytes are fit for any purpose. That
-/// `getpid` call costs more than the draw itself (docs/BENCHMARKS.md), and it
-/// does **not** see every clone: a child forked into a new PID namespace can
-/// have its parent's pid, and a VM or CRIU snapshot restored twice keeps both
-/// the pid and the pool.
+/// [`SecureRandom::fill`] (single-use token ids, key generation) goes to the
+/// OS on every call, like [`OsRandom`]: no pool, so no clone of the process
+/// can repeat those bytes. A pool guarded by a process-id check would not do:
+/// the check does **not** see every clone (a child forked into a new PID
+/// namespace can have its parent's pid, and a VM or CRIU snapshot restored
+/// twice keeps both the pid and the pool), and two single-use tokens with one
+/// id would share one spent-token record.
 ///
-/// [`SecureRandom::fill_hedge`], which the codec uses for its nonces, skips
-/// the check: nonces are hedged with the message (FORMAT.md §4.2), so bytes
-/// repeated after any clone, `fork` included, can give the same nonce only to
-/// the very same message, which is then the very same token. Bytes are wiped
-/// from the pool as they are handed out, and the pool is wiped when its thread
-/// exits. Requests over 64 bytes (key generation) go straight to the OS.
+/// [`SecureRandom::fill_hedge`], which the codec uses for its nonces, draws
+/// from the pool with no check at all: nonces are hedged with the message
+/// (FORMAT.md §4.2), so bytes repeated after any clone, `fork` included, can
+/// give the same nonce only to the very same message, which is then the very
+/// same token. Bytes are wiped from the pool as they are handed out, and the
+/// pool is wiped when its thread exits. Requests over 64 bytes go straight to
+/// the OS.
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 #[derive(Debug, Default, Clone, Copy)]
@@ -89,7 +90,6 @@ struct Pool {
     bytes: zeroize::Zeroizing<[u8; POOL_LEN]>,
     /// Bytes before `pos` have been handed out (and wiped).
     pos: usize,
-    pid: u32,
 }
 
 #[cfg(feature = "std")]
@@ -100,29 +100,25 @@ std::thread_local! {
     static POOL: core::cell::RefCell<Pool> = core::cell::RefCell::new(Pool {
         bytes: zeroize::Zeroizing::new([0; POOL_LEN]),
         pos: POOL_LEN,
-        pid: 0,
     });
 }
 
 #[cfg(feature = "std")]
 impl BufferedRandom {
-    /// Draws from this thread's pool, refilling it when it runs short and,
-    /// if `check_pid`, when this process did not fill it.
-    fn draw(dest: &mut [u8], check_pid: bool) -> Result<(), RandomnessUnavailable> {
+    /// Draws from this thread's pool, refilling it when it runs short.
+    fn draw(dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
         if dest.len() > 64 {
             return OsRandom::new().fill(dest);
         }
         POOL.with(|pool| {
             let mut pool = pool.borrow_mut();
-            let stale = check_pid && pool.pid != std::process::id();
-            if stale || POOL_LEN - pool.pos < dest.len() {
+            if POOL_LEN - pool.pos < dest.len() {
                 ring::rand::SecureRandom::fill(
                     &ring::rand::SystemRandom::new(),
                     &mut pool.bytes[..],
                 )
                 .map_err(|_| RandomnessUnavailable)?;
                 pool.pos = 0;
-                pool.pid = std::process::id();
             }
             let range = pool.pos..pool.pos + dest.len();
             dest.copy_from_slice(&pool.bytes[range.clone()]);
@@ -136,10 +132,10 @@ impl BufferedRandom {
 #[cfg(feature = "std")]
 impl SecureRandom for BufferedRandom {
     fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
-        Self::draw(dest, true)
+        OsRandom::new().fill(dest)
     }
 
     fn fill_hedge(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
-        Self::draw(dest, false)
+        Self::draw(dest)
     }
 }
