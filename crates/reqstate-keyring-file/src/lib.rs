@@ -42,8 +42,12 @@ pub enum KeyringPermissions {
 pub struct LoadedKeyringFile {
     /// The keyring.
     pub keyring: Keyring,
-    /// The file's bytes, to tell a real change from a touch. Zeroized on drop:
-    /// inline secrets are in it.
+    /// What the keyring was built from: the file's bytes, then the text of
+    /// every secret it names (`secret_file`, `secret_env`), each preceded by
+    /// its length, in the order the keys name them. Comparing it tells a real
+    /// change, of the file or of any secret it names, from a touch: a reload
+    /// applies a rotated `secret_file` whose keyring text stayed the same.
+    /// Zeroized on drop: secrets are in it.
     pub contents: Zeroizing<Vec<u8>>,
 }
 
@@ -376,6 +380,61 @@ pub fn load_keyring_file(
     path: &Path,
     permissions: KeyringPermissions,
 ) -> Result<LoadedKeyringFile, KeyringLoadError> {
+    let contents = read_protected_file(path, permissions, MAX_KEYRING_FILE_LEN)?;
+    let text = std::str::from_utf8(&contents).map_err(|_| KeyringLoadError::NotUtf8 {
+        path: path.to_path_buf(),
+    })?;
+    let secrets = Recording {
+        source: KeyringSecrets::new(&watched_directory(path), permissions),
+        resolved: std::cell::RefCell::new(Vec::new()),
+    };
+    let keyring =
+        Keyring::from_toml_with(text, &secrets).map_err(|error| KeyringLoadError::Invalid {
+            path: path.to_path_buf(),
+            error,
+        })?;
+    let resolved = secrets.resolved.into_inner();
+    // Sized once, so that no reallocation leaves a copy of a secret behind.
+    let len = contents.len() + resolved.iter().map(|s| 8 + s.len()).sum::<usize>();
+    let mut all = Zeroizing::new(Vec::with_capacity(len));
+    all.extend_from_slice(&contents);
+    for secret in &resolved {
+        all.extend_from_slice(&(secret.len() as u64).to_be_bytes());
+        all.extend_from_slice(secret.as_bytes());
+    }
+    Ok(LoadedKeyringFile {
+        keyring,
+        contents: all,
+    })
+}
+
+/// A [`SecretSource`] that keeps what it resolved, for
+/// [`LoadedKeyringFile::contents`].
+struct Recording {
+    source: KeyringSecrets,
+    resolved: std::cell::RefCell<Vec<Zeroizing<String>>>,
+}
+
+impl SecretSource for Recording {
+    fn resolve(&self, reference: SecretRef<'_>) -> Result<Zeroizing<String>, String> {
+        let secret = self.source.resolve(reference)?;
+        self.resolved.borrow_mut().push(secret.clone());
+        Ok(secret)
+    }
+}
+
+/// Reads a file that grants whoever can write it power over the sidecar
+/// (a keyring, the bearer tokens of `--auth-token-file`) with the keyring
+/// file's checks: opened without blocking and following symlinks, a regular
+/// file of at most `max_len` bytes, owned by this process's user or root,
+/// never writable by group or others and (unless `permissions` allows it)
+/// not readable by them, on a path no other user can replace (every
+/// directory up to `/`, as [`load_keyring_file`] says). Zeroized on drop.
+pub fn read_protected_file(
+    path: &Path,
+    permissions: KeyringPermissions,
+    max_len: u64,
+) -> Result<Zeroizing<Vec<u8>>, KeyringLoadError> {
     let io_error = |error| KeyringLoadError::Io {
         path: path.to_path_buf(),
         error,
@@ -389,26 +448,21 @@ pub fn load_keyring_file(
     let meta = file.metadata().map_err(io_error)?;
     check_file(path, &meta, permissions, uid)?;
     check_directories(path, &meta, uid)?;
-    let mut contents = Zeroizing::new(Vec::new());
-    file.take(MAX_KEYRING_FILE_LEN + 1)
+    let mut contents = Zeroizing::new(Vec::with_capacity(meta.len().min(max_len) as usize + 1));
+    file.take(max_len + 1)
         .read_to_end(&mut contents)
         .map_err(io_error)?;
-    if contents.len() as u64 > MAX_KEYRING_FILE_LEN {
+    if contents.len() as u64 > max_len {
         return Err(KeyringLoadError::NotAKeyringFile {
             path: path.to_path_buf(),
-            what: "larger than 1 MiB; not a keyring",
+            what: if max_len == MAX_KEYRING_FILE_LEN {
+                "larger than 1 MiB; not a keyring"
+            } else {
+                "larger than its limit"
+            },
         });
     }
-    let text = std::str::from_utf8(&contents).map_err(|_| KeyringLoadError::NotUtf8 {
-        path: path.to_path_buf(),
-    })?;
-    let secrets = KeyringSecrets::new(&watched_directory(path), permissions);
-    let keyring =
-        Keyring::from_toml_with(text, &secrets).map_err(|error| KeyringLoadError::Invalid {
-            path: path.to_path_buf(),
-            error,
-        })?;
-    Ok(LoadedKeyringFile { keyring, contents })
+    Ok(contents)
 }
 
 /// Longest `secret_file` read, in bytes: a 1024-byte secret is 1368 base64
@@ -497,43 +551,54 @@ fn io_reason(e: &std::io::Error) -> String {
 
 /// A [`KeyringLoadError`] of a secret file, described without its path.
 fn pathless(e: &KeyringLoadError) -> String {
-    match e {
-        KeyringLoadError::Io { error, .. } => format!("cannot read: {}", io_reason(error)),
-        KeyringLoadError::NotAKeyringFile { what, .. } => format!("cannot read: {what}"),
-        KeyringLoadError::InsecurePermissions { mode, .. } if mode & 0o022 != 0 => format!(
-            "mode {:04o} lets other users write the secret file; never accepted",
-            mode & 0o7777
-        ),
-        KeyringLoadError::InsecurePermissions { mode, .. } => format!(
-            "mode {:04o} lets other users read the secret file; `chmod 600` it, or allow \
-             readable keyring files (reqstate serve --allow-insecure-keyring-permissions) \
-             if a volume's mode is fixed",
-            mode & 0o7777
-        ),
-        KeyringLoadError::InsecureOwner { owner, uid, .. } => format!(
-            "the secret file belongs to uid {owner}, not to the sidecar's uid {uid} or root"
-        ),
-        // Neither the directory nor the entry is named: both are parts of the path.
-        KeyringLoadError::InsecureDirectory { problem, .. } => match problem {
-            DirectoryProblem::Owner(owner) => format!(
-                "a directory on the secret file's path belongs to uid {owner}, \
-                 not to the sidecar's user or root"
-            ),
-            DirectoryProblem::Writable(mode) => format!(
-                "a directory on the secret file's path has mode {:04o}: \
-                 other users can replace the file",
+    e.describe_as("secret file")
+}
+
+impl KeyringLoadError {
+    /// What went wrong, for a file that is not the keyring itself (`file`
+    /// names its kind: "secret file", "bearer token file"), without its path
+    /// (a secret file's path could be key material: the caller adds what it
+    /// may show).
+    pub fn describe_as(&self, file: &str) -> String {
+        let e = self;
+        match e {
+            KeyringLoadError::Io { error, .. } => format!("cannot read: {}", io_reason(error)),
+            KeyringLoadError::NotAKeyringFile { what, .. } => format!("cannot read: {what}"),
+            KeyringLoadError::InsecurePermissions { mode, .. } if mode & 0o022 != 0 => format!(
+                "mode {:04o} lets other users write the {file}; never accepted",
                 mode & 0o7777
             ),
-            DirectoryProblem::StickyEntry { owner, .. } => format!(
-                "a sticky directory on the secret file's path holds an entry of uid {owner}, \
-                 who can replace it"
+            KeyringLoadError::InsecurePermissions { mode, .. } => format!(
+                "mode {:04o} lets other users read the {file}; `chmod 600` it, or allow \
+             readable keyring files (reqstate serve --allow-insecure-keyring-permissions) \
+             if a volume's mode is fixed",
+                mode & 0o7777
             ),
-            DirectoryProblem::Unchecked => {
-                "a directory on the secret file's path changed while it was being checked".into()
+            KeyringLoadError::InsecureOwner { owner, uid, .. } => {
+                format!("the {file} belongs to uid {owner}, not to the sidecar's uid {uid} or root")
             }
-        },
-        KeyringLoadError::NotUtf8 { .. } => "not base64 text".into(),
-        KeyringLoadError::Invalid { error, .. } => error.to_string(),
+            // Neither the directory nor the entry is named: both are parts of the path.
+            KeyringLoadError::InsecureDirectory { problem, .. } => match problem {
+                DirectoryProblem::Owner(owner) => format!(
+                    "a directory on the {file}'s path belongs to uid {owner}, \
+                 not to the sidecar's user or root"
+                ),
+                DirectoryProblem::Writable(mode) => format!(
+                    "a directory on the {file}'s path has mode {:04o}: \
+                 other users can replace the file",
+                    mode & 0o7777
+                ),
+                DirectoryProblem::StickyEntry { owner, .. } => format!(
+                    "a sticky directory on the {file}'s path holds an entry of uid {owner}, \
+                 who can replace it"
+                ),
+                DirectoryProblem::Unchecked => {
+                    format!("a directory on the {file}'s path changed while it was being checked")
+                }
+            },
+            KeyringLoadError::NotUtf8 { .. } => "not UTF-8 text".into(),
+            KeyringLoadError::Invalid { error, .. } => error.to_string(),
+        }
     }
 }
 
@@ -598,6 +663,36 @@ mod tests {
             .err()
             .ok_or("a 2 MiB file was loaded")?;
         assert!(err.to_string().contains("larger than 1 MiB"), "{err}");
+        Ok(())
+    }
+
+    /// A reload must see a rotated `secret_file` even when the keyring text
+    /// is unchanged (security review round 3, finding 6).
+    #[test]
+    fn contents_change_when_a_named_secret_changes() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        let secret = dir.path().join("secret");
+        let keyring = dir.path().join("keyring.toml");
+        let write = |path: &Path, text: &str| -> std::io::Result<()> {
+            std::fs::write(path, text)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        };
+        write(&secret, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")?;
+        write(
+            &keyring,
+            "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"secret\"\n",
+        )?;
+        let first = load_keyring_file(&keyring, KeyringPermissions::OwnerOnly)?;
+        let again = load_keyring_file(&keyring, KeyringPermissions::OwnerOnly)?;
+        assert_eq!(first.contents, again.contents, "nothing changed");
+        write(&secret, "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=")?;
+        let rotated = load_keyring_file(&keyring, KeyringPermissions::OwnerOnly)?;
+        assert_ne!(
+            first.contents, rotated.contents,
+            "a changed secret_file left the contents as they were"
+        );
+        assert!(rotated.contents.starts_with(&std::fs::read(&keyring)?));
         Ok(())
     }
 
