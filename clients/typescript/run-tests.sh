@@ -11,6 +11,9 @@
 #   test/singleuse.test.js single-use tokens: memory store, store failures, Rust CLI x this
 #                          package, the Redis store against a redis-server it starts (needs
 #                          /usr/bin/redis-server: scripts/test.sh installs it)
+#   test/redisrule.test.js the shared Redis rule (default prefix, SET NX GET PX with a relative
+#                          lifetime, clock-skew refusal, retries of unknown outcomes) against a
+#                          real redis-server (>= 7.0), clocks offset, leeways mixed, CLIENT PAUSE
 #   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the seed's Worker in workerd, SDK v2 client over HTTP
 #   examples/node-whoami   the seed's whoami handler on plain Node
 # Does not build Rust: the binary comes from $REQSTATE_BIN, default

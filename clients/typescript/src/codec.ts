@@ -4,7 +4,7 @@ import { base64urlDecodeStrict, base64urlEncode, concat, equalBytes, isWellForme
 import { CborError, checkStateBytes, decodeValue, encodeClaims, encodeValue, parseClaims } from './cbor.js';
 import { ReqstateError, fail } from './errors.js';
 import { ALGORITHM_IDS, Key, Keyring, type KeyringSources } from './keyring.js';
-import { TOKEN_ID_LEN, recordedOrThrow, spentId, storeRefusal, type ReplayStore, type SpentId, type SyncReplayStore } from './singleuse.js';
+import { TOKEN_ID_LEN, recordedOrThrow, spentId, spentRecord, storeRefusal, type ReplayStore, type SpentId, type SpentRecord, type SyncReplayStore } from './singleuse.js';
 
 export const U64_MAX = (1n << 64n) - 1n;
 const KIND_STATE = 0;
@@ -319,9 +319,8 @@ export class Codec {
   verifySingleUse<T = unknown>(token: string, options: VerifyOptions): Redemption<T> {
     const { verified, tokenId, now } = this.verifyKind<T>(token, options, KIND_SINGLE_USE);
     if (tokenId === undefined) fail('malformed', 'single-use claims without a token id');
-    const leeway = BigInt(this.policy.clockLeeway);
-    const until = verified.expiresAtBig + leeway > U64_MAX ? U64_MAX : verified.expiresAtBig + leeway;
-    return new Redemption(verified, spentId(verified.keyId, tokenId), until, now);
+    const record = spentRecord(spentId(verified.keyId, tokenId), verified.expiresAtBig, now, this.policy.clockLeeway);
+    return new Redemption(verified, record.id, record.validUntil, now);
   }
 
   private verifyKind<T>(token: string, options: VerifyOptions, kind: number): { verified: Verified<T>; tokenId?: Uint8Array; now: bigint } {
@@ -460,23 +459,26 @@ export class Redemption<T = unknown> {
   #verified: Verified<T>;
   /** What the record is kept under (`spentId.name`: FORMAT.md §5.1's record name). */
   readonly spentId: SpentId;
-  /** Until when the record must be kept, unix seconds: expires_at + clock_leeway (saturating). */
+  /** The end of this verifier's acceptance window, unix seconds: expires_at + clock_leeway (saturating). */
   readonly recordUntil: bigint;
   /** The verifier's clock at verification, unix seconds. */
   readonly now: bigint;
+  /** What a store is asked to record: {@link SpentRecord} (`keepUntil` is how long a shared store keeps it). */
+  readonly record: SpentRecord;
 
   constructor(verified: Verified<T>, spent: SpentId, recordUntil: bigint, now: bigint) {
     this.#verified = verified;
     this.spentId = spent;
     this.recordUntil = recordUntil;
     this.now = now;
+    this.record = Object.freeze({ ...spentRecord(spent, verified.expiresAtBig, now, 0), validUntil: recordUntil });
   }
 
   /** Records the token spent in `store` and, if this was the first time, gives its contents. */
   async redeem(store: ReplayStore): Promise<Verified<T>> {
     let answer: unknown;
     try {
-      answer = await store.insertIfAbsent(this.spentId, this.recordUntil, this.now);
+      answer = await store.insertIfAbsent(this.record);
     } catch (e) {
       throw storeRefusal(e);
     }
@@ -487,7 +489,7 @@ export class Redemption<T = unknown> {
   redeemSync(store: SyncReplayStore): Verified<T> {
     let answer: unknown;
     try {
-      answer = store.insertIfAbsent(this.spentId, this.recordUntil, this.now);
+      answer = store.insertIfAbsent(this.record);
     } catch (e) {
       throw storeRefusal(e);
     }
@@ -499,7 +501,8 @@ export class Redemption<T = unknown> {
 
   /**
    * The end of a redemption whose insert the caller ran itself: `recorded` is
-   * what the store's insert-if-absent of `spentId` until `recordUntil` answered.
+   * what the store's insert-if-absent of {@link Redemption.record} answered
+   * (kept until `record.keepUntil`, or an equivalent relative lifetime).
    */
   finish(recorded: boolean): Verified<T> {
     if (recorded !== true) fail('replayed', 'the single-use token was already consumed');

@@ -11,8 +11,12 @@ declare global {
   }
   var TextDecoder: { new (label?: string, options?: { fatal?: boolean; ignoreBOM?: boolean }): TextDecoder };
   var crypto: { getRandomValues<T extends Uint8Array>(array: T): T };
-  // Timers (the Redis store's per-call deadline).
+  // Timers (the Redis store's per-call deadline and its clock checks) and the
+  // monotonic clock (the Redis store sees the wall clock step with it).
   function setTimeout(callback: () => void, ms: number): unknown;
   function clearTimeout(handle: unknown): void;
+  function setInterval(callback: () => void, ms: number): unknown;
+  function clearInterval(handle: unknown): void;
+  var performance: { now(): number };
 }
 export {};

@@ -21,13 +21,16 @@ export {
   type VerifyOptions,
 } from './codec.js';
 export {
+  MAX_CLOCK_LEEWAY,
   MemoryReplayStore,
   ReplayStoreError,
   TOKEN_ID_LEN,
   recordName,
+  spentRecord,
   type MemoryReplayStoreOptions,
   type ReplayStore,
   type SpentId,
+  type SpentRecord,
   type SyncReplayStore,
 } from './singleuse.js';
 export { Tagged, decodeValue, encodeValue, MAX_STATE_DEPTH } from './cbor.js';

@@ -30,42 +30,104 @@ export function spentId(keyId: number, tokenId: Uint8Array): SpentId {
 }
 
 /**
+ * The largest `clock_leeway` any verifier may have (FORMAT.md §8's policy
+ * range, 0 to 600 s). A store shared by verifiers keeps a record until the
+ * token's `expires_at` plus this, so that the record outlives the token on
+ * every verifier, whatever its leeway.
+ */
+export const MAX_CLOCK_LEEWAY = 600;
+
+/**
+ * What a consume asks a store to record (FORMAT.md §8 step 15): the token's
+ * id and the times a store needs to keep the record long enough.
+ */
+export interface SpentRecord {
+  /** Key id, token id and the record's name (without a deployment prefix). */
+  readonly id: SpentId;
+  /** The token's expiry, unix seconds (`issued_at + lifetime`). */
+  readonly expiresAt: bigint;
+  /** The verifier's clock reading used for this verification, unix seconds. */
+  readonly now: bigint;
+  /**
+   * The end of this verifier's acceptance window: `expiresAt + clock_leeway`
+   * (saturating). Enough only for a store that no verifier with a larger
+   * leeway (or another clock) shares.
+   */
+  readonly validUntil: bigint;
+  /**
+   * How long a shared store keeps the record, on the verifier's clock:
+   * `expiresAt + MAX_CLOCK_LEEWAY` (saturating), past the token's acceptance
+   * window on every verifier whatever its leeway. A store on another clock
+   * (Redis) keeps it for a time relative to `now` instead (see
+   * `@reqstate/codec/redis`).
+   */
+  readonly keepUntil: bigint;
+}
+
+const U64_MAX = (1n << 64n) - 1n;
+
+/** The record of a consume: `validUntil` from the verifier's leeway, `keepUntil` from {@link MAX_CLOCK_LEEWAY}. */
+export function spentRecord(id: SpentId, expiresAt: bigint, now: bigint, clockLeeway: number | bigint): SpentRecord {
+  const sat = (x: bigint) => (x > U64_MAX ? U64_MAX : x);
+  return Object.freeze({
+    id,
+    expiresAt,
+    now,
+    validUntil: sat(expiresAt + BigInt(clockLeeway)),
+    keepUntil: sat(expiresAt + BigInt(MAX_CLOCK_LEEWAY)),
+  });
+}
+
+/**
  * A record of spent single-use tokens.
  *
- * `insertIfAbsent` records `id` as spent until `until` (unix seconds) if it is
- * not recorded yet and answers `true`; `false` if it was already recorded (and
- * still live at `now`, the verifier's clock). It must be atomic across
- * everything that shares the store: of any number of concurrent inserts of one
- * id, exactly one answers `true`. It must keep a record until `until` and
- * never drop a live record to make room: when it cannot take another, it throws
- * a {@link ReplayStoreError} of kind `full`. Any other failure (unreachable,
- * timed out) is thrown, and refuses the token as `replay_store_unavailable`.
+ * `insertIfAbsent(record)` records `record.id` as spent if it is not recorded
+ * yet and answers `true`; `false` if it was already recorded (and still live
+ * at `record.now`, the verifier's clock). It must be atomic across everything
+ * that shares the store: of any number of concurrent inserts of one id,
+ * exactly one answers `true`. It must keep a record at least until
+ * `record.keepUntil` on the verifier's clock (a store shared only by
+ * verifiers with one leeway and one clock may stop at `record.validUntil`),
+ * and never drop a live record to make room: when it cannot take another, it
+ * throws a {@link ReplayStoreError} of kind `full`. Any other failure
+ * (unreachable, timed out) is thrown, and refuses the token as
+ * `replay_store_unavailable`.
+ *
+ * (In 0.1.0 the method was `insertIfAbsent(id, until, now)`.)
  */
 export interface ReplayStore {
-  insertIfAbsent(id: SpentId, until: bigint, now: bigint): Promise<boolean> | boolean;
+  insertIfAbsent(record: SpentRecord): Promise<boolean> | boolean;
 }
 
 /** A store that answers synchronously (usable with `consumeSync`). */
 export interface SyncReplayStore extends ReplayStore {
-  insertIfAbsent(id: SpentId, until: bigint, now: bigint): boolean;
+  insertIfAbsent(record: SpentRecord): boolean;
 }
 
 /** Why a store did not record a spent token. */
 export class ReplayStoreError extends Error {
   readonly kind: 'full' | 'unavailable';
-  constructor(kind: 'full' | 'unavailable', message?: string, options?: { cause?: unknown }) {
-    super(message ?? (kind === 'full' ? 'the replay store is full of live records' : 'the replay store is unavailable'), options);
+  /**
+   * The store cannot tell whether it recorded the token (a call that timed
+   * out or lost its connection may still have run). The token is refused all
+   * the same; the message says what a retry gets.
+   */
+  readonly maybeRecorded: boolean;
+  constructor(kind: 'full' | 'unavailable', message?: string, options?: { cause?: unknown; maybeRecorded?: boolean }) {
+    super(message ?? (kind === 'full' ? 'the replay store is full of live records' : 'the replay store is unavailable'), options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ReplayStoreError';
     this.kind = kind;
+    this.maybeRecorded = options?.maybeRecorded === true;
   }
 }
 
 /** The refusal for a store's failure: `replay_store_full` or `replay_store_unavailable`. */
 export function storeRefusal(e: unknown): ReqstateError {
   if (e instanceof ReplayStoreError && e.kind === 'full') {
-    return new ReqstateError('replay_store_full', 'the token was not recorded and is refused', { cause: e });
+    return new ReqstateError('replay_store_full', `the token was not recorded and is refused (${e.message})`, { cause: e });
   }
   const detail = e instanceof Error ? e.message : 'the store failed';
+  if (e instanceof ReplayStoreError && e.maybeRecorded) return new ReqstateError('replay_store_unavailable', `the token is refused: ${detail}`, { cause: e });
   return new ReqstateError('replay_store_unavailable', `the token was not recorded and is refused (${detail})`, { cause: e });
 }
 
@@ -83,7 +145,9 @@ export interface MemoryReplayStoreOptions {
 /**
  * Spent-token records in this isolate or process: for a server with one
  * replica (a fleet needs a shared store: `@reqstate/codec/redis`). JavaScript
- * runs one insert at a time, so an insert is atomic.
+ * runs one insert at a time, so an insert is atomic. A record is kept until
+ * `keepUntil` (`expires_at + 600`), so verifiers with different leeways can
+ * share the store.
  *
  * Bounded: at capacity it first drops expired records (`until <= now`); if
  * every record is still live it refuses with {@link ReplayStoreError} `full`
@@ -109,7 +173,8 @@ export class MemoryReplayStore implements SyncReplayStore {
     return this.records.size;
   }
 
-  insertIfAbsent(id: SpentId, until: bigint, now: bigint): boolean {
+  insertIfAbsent(record: SpentRecord): boolean {
+    const { id, now, keepUntil: until } = record;
     const held = this.records.get(id.name);
     if (held !== undefined) {
       if (held > now) return false;

@@ -5,13 +5,14 @@
 // socket in a temp dir. A missing redis-server or reqstate binary fails.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Codec, Keyring, MemoryReplayStore, ReplayStoreError, ReqstateError, recordName, toHex } from '../dist/index.js';
-import { RedisReplayStore, createRedisReplayStore } from '../dist/redis.js';
+import { Codec, Keyring, MAX_CLOCK_LEEWAY, MemoryReplayStore, ReplayStoreError, ReqstateError, recordName, spentRecord, toHex } from '../dist/index.js';
+import { RedisReplayStore, createRedisReplayStore, recordLifetimeMs } from '../dist/redis.js';
 import { RUST, TS, keyringFile, requireBinary, run, secret } from './support/rust.js';
+import { RedisServer } from './support/redis.js';
 
 const NOW = 1_764_460_800;
 const TOOL = 'redeem-voucher';
@@ -35,35 +36,37 @@ const id = (n, keyId = 1) => {
   const tokenId = new Uint8Array(16).fill(n);
   return { keyId, tokenId, name: recordName(keyId, tokenId) };
 };
+/** What a consume hands a store: record `id(n, keyId)`, kept until `until`, at the verifier's `now`. */
+const rec = (n, until, now, keyId = 1) => ({ id: id(n, keyId), expiresAt: until - 600n, now, validUntil: until - 540n, keepUntil: until });
 
 describe('MemoryReplayStore', () => {
   test('a record refuses its second insert until it expires', () => {
     const s = new MemoryReplayStore({ capacity: 8 });
-    assert.equal(s.insertIfAbsent(id(1), 100n, 10n), true);
-    assert.equal(s.insertIfAbsent(id(1), 100n, 99n), false);
-    assert.equal(s.insertIfAbsent(id(1, 2), 100n, 10n), true, 'another key id is another record');
-    assert.equal(s.insertIfAbsent(id(1), 200n, 100n), true, 'past its time the record is gone');
+    assert.equal(s.insertIfAbsent(rec(1, 100n, 10n)), true);
+    assert.equal(s.insertIfAbsent(rec(1, 100n, 99n)), false);
+    assert.equal(s.insertIfAbsent(rec(1, 100n, 10n, 2)), true, 'another key id is another record');
+    assert.equal(s.insertIfAbsent(rec(1, 200n, 100n)), true, 'past its time the record is gone');
   });
 
   test('at capacity it refuses, never evicts a live record, and sweeps expired ones', () => {
     const s = new MemoryReplayStore({ capacity: 2 });
-    assert.equal(s.insertIfAbsent(id(1), 100n, 10n), true);
-    assert.equal(s.insertIfAbsent(id(2), 300n, 10n), true);
-    assert.throws(() => s.insertIfAbsent(id(3), 300n, 10n), (e) => e instanceof ReplayStoreError && e.kind === 'full');
+    assert.equal(s.insertIfAbsent(rec(1, 100n, 10n)), true);
+    assert.equal(s.insertIfAbsent(rec(2, 300n, 10n)), true);
+    assert.throws(() => s.insertIfAbsent(rec(3, 300n, 10n)), (e) => e instanceof ReplayStoreError && e.kind === 'full');
     assert.equal(s.refusedFull, 1);
-    assert.equal(s.insertIfAbsent(id(1), 100n, 50n), false, 'the live record is still there');
-    assert.equal(s.insertIfAbsent(id(2), 300n, 50n), false);
+    assert.equal(s.insertIfAbsent(rec(1, 100n, 50n)), false, 'the live record is still there');
+    assert.equal(s.insertIfAbsent(rec(2, 300n, 50n)), false);
     // At 100 record 1 has expired: the full store sweeps it and takes the new one.
-    assert.equal(s.insertIfAbsent(id(3), 300n, 100n), true);
+    assert.equal(s.insertIfAbsent(rec(3, 300n, 100n)), true);
     assert.equal(s.size, 2);
-    assert.equal(s.insertIfAbsent(id(2), 300n, 100n), false, 'record 2 was kept');
+    assert.equal(s.insertIfAbsent(rec(2, 300n, 100n)), false, 'record 2 was kept');
     s.sweep(300n);
     assert.equal(s.size, 0);
   });
 
   test('sweep drops expired records only', () => {
     const s = new MemoryReplayStore({ capacity: 100 });
-    for (let n = 0; n < 10; n++) s.insertIfAbsent(id(n), n % 2 ? 500n : 50n, 1n);
+    for (let n = 0; n < 10; n++) s.insertIfAbsent(rec(n, n % 2 ? 500n : 50n, 1n));
     s.sweep(100n);
     assert.equal(s.size, 5);
   });
@@ -79,12 +82,24 @@ describe('MemoryReplayStore', () => {
     assert.equal(await reasonOf(codec.consume(first, opts, store)), 'replayed');
   });
 
+  test('shared by verifiers with other leeways, a record outlives the token on each of them', async () => {
+    const store = new MemoryReplayStore({ capacity: 8 });
+    const at = (now, clockLeeway) => new Codec({ keyring: Keyring.fromToml(keyringText('hmac-sha256')), policy: { clockLeeway }, clock: () => now });
+    const token = mintOne(at(NOW, 1));
+    assert.equal(await reasonOf(at(NOW, 1).consume(token, opts, store)), 'accepted');
+    // Past expires_at + 1 s (the first verifier's window), inside the others'.
+    for (const [late, leeway] of [[602, 5], [660, 600], [1199, 600]]) {
+      assert.equal(await reasonOf(at(NOW + late, leeway).consume(token, opts, store)), 'replayed', `at +${late} s, leeway ${leeway} s`);
+    }
+    assert.equal(await reasonOf(at(NOW + 1200, 600).consume(token, opts, store)), 'expired');
+  });
+
   test('many concurrent consumes of one token: exactly one succeeds', async () => {
     const codec = codecFor('xchacha20-poly1305');
     for (let round = 0; round < 20; round++) {
       const memory = new MemoryReplayStore({ capacity: 1024 });
       // An asynchronous store in front of it: the consumes interleave.
-      const store = { insertIfAbsent: async (i, until, now) => (await new Promise((r) => setImmediate(r)), memory.insertIfAbsent(i, until, now)) };
+      const store = { insertIfAbsent: async (record) => (await new Promise((r) => setImmediate(r)), memory.insertIfAbsent(record)) };
       const token = mintOne(codec, { round });
       const reasons = await Promise.all(Array.from({ length: 64 }, () => reasonOf(codec.consume(token, opts, store))));
       assert.equal(reasons.filter((r) => r === 'accepted').length, 1, `round ${round}`);
@@ -140,6 +155,9 @@ describe('single-use rules in the codec', () => {
     const r = codec.verifySingleUse(token, opts);
     assert.match(r.spentId.name, /^spent:v1:9:[0-9a-f]{32}$/);
     assert.equal(r.recordUntil, BigInt(NOW + 600 + 60));
+    // What a store is handed: the token's expiry, the verifier's clock, its window and how long a shared store keeps it.
+    assert.deepEqual(r.record, { id: r.spentId, expiresAt: BigInt(NOW + 600), now: BigInt(NOW), validUntil: BigInt(NOW + 600 + 60), keepUntil: BigInt(NOW + 600 + MAX_CLOCK_LEEWAY) });
+    assert.equal(MAX_CLOCK_LEEWAY, 600);
     assert.throws(() => r.finish(false), (e) => e.reason === 'replayed');
     assert.equal(r.finish(true).step, 'commit');
   });
@@ -196,35 +214,6 @@ for (const algorithm of ['hmac-sha256', 'xchacha20-poly1305']) {
 
 // ---- Redis
 
-class RedisServer {
-  static async start(dir) {
-    const socket = path.join(dir, 'redis.sock');
-    const child = spawn('redis-server', ['--port', '0', '--unixsocket', socket, '--unixsocketperm', '700', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    child.stdout.on('data', (d) => (log += d));
-    child.stderr.on('data', (d) => (log += d));
-    const exited = new Promise((r) => child.once('exit', r));
-    for (let i = 0; i < 200 && !existsSync(socket); i++) {
-      if (child.exitCode !== null) break;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    if (!existsSync(socket)) {
-      child.kill('SIGKILL');
-      throw new Error(`redis-server did not start:\n${log}`);
-    }
-    const s = new RedisServer();
-    Object.assign(s, { child, socket, exited, dir });
-    return s;
-  }
-  cli(...args) {
-    return execFileSync('redis-cli', ['-s', this.socket, ...args], { encoding: 'utf8' }).trim();
-  }
-  async stop() {
-    if (this.child.exitCode === null) this.child.kill('SIGKILL');
-    await this.exited;
-  }
-}
-
 describe('RedisReplayStore against a real redis-server (Unix socket)', () => {
   let dir, server, stores = [];
   const open = async (prefix = 'test:') => {
@@ -243,7 +232,7 @@ describe('RedisReplayStore against a real redis-server (Unix socket)', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  test('one consume succeeds, the replay is refused, across two clients; the record is named and timed as FORMAT.md says', async () => {
+  test('one consume succeeds, the replay is refused, across two clients; the record is named and timed by the shared rule', async () => {
     const a = await open();
     const b = await open();
     const codec = codecFor('xchacha20-poly1305', Math.floor(Date.now() / 1000));
@@ -254,7 +243,11 @@ describe('RedisReplayStore against a real redis-server (Unix socket)', () => {
     assert.equal(await reasonOf(codec.consume(token, opts, a)), 'replayed');
     const key = `test:${r.spentId.name}`;
     assert.equal(server.cli('EXISTS', key), '1');
-    assert.equal(server.cli('PEXPIRETIME', key), String(r.recordUntil * 1000n));
+    // Kept (expires_at + 600 - now) * 1000 + 2 * maxSkewMs from the SET, on Redis's clock (not until an absolute PXAT of the verifier's).
+    const lifetime = Number(recordLifetimeMs(r.record, 2000));
+    assert.equal(lifetime, (600 + 600) * 1000 + 4000);
+    const pttl = Number(server.cli('PTTL', key));
+    assert.ok(pttl <= lifetime && pttl > lifetime - 2000, `PTTL ${pttl}, want about ${lifetime}`);
     // Another prefix is another deployment: its own records.
     const other = await open('other:');
     assert.deepEqual((await codec.consume(token, opts, other)).state, 1);
@@ -271,11 +264,13 @@ describe('RedisReplayStore against a real redis-server (Unix socket)', () => {
     }
   });
 
-  test('a record until 2^64 - 1 is kept (PXAT clamped, not an error)', async () => {
+  test('a record for a token expiring at 2^64 - 1 is kept (the lifetime clamped, not an error)', async () => {
     const s = await open('clamp:');
     const far = { keyId: 1, tokenId: new Uint8Array(16), name: recordName(1, new Uint8Array(16)) };
-    assert.equal(await s.insertIfAbsent(far, (1n << 64n) - 1n, 0n), true);
-    assert.equal(await s.insertIfAbsent(far, (1n << 64n) - 1n, 0n), false);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    assert.equal(await s.insertIfAbsent(spentRecord(far, (1n << 64n) - 1n, now, 60)), true);
+    assert.equal(await s.insertIfAbsent(spentRecord(far, (1n << 64n) - 1n, now, 60)), false);
+    assert.ok(Number(server.cli('PTTL', `clamp:${far.name}`)) > 10 ** 14);
   });
 
   test('a stopped Redis gives replay_store_unavailable, and the store recovers when it is back', async () => {
