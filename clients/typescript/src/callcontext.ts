@@ -14,10 +14,13 @@ export type ArgumentsRule = 'not_json' | 'duplicate_key' | 'inexact_number' | 'l
 
 export class InvalidArgumentsError extends ReqstateError {
   readonly rule: ArgumentsRule;
-  constructor(rule: ArgumentsRule, detail: string) {
-    super('invalid_argument', detail);
+  /** For already-parsed arguments: the JSON path of the value refused (`$.items[2].when`). */
+  readonly path?: string;
+  constructor(rule: ArgumentsRule, detail: string, path?: string) {
+    super('invalid_argument', path === undefined ? detail : `${path}: ${detail}`);
     this.name = 'InvalidArgumentsError';
     this.rule = rule;
+    if (path !== undefined) this.path = path;
   }
 }
 
@@ -169,23 +172,107 @@ export function canonicalJson(argumentsJson: string): string {
   return out.join('');
 }
 
-function stringifyArguments(value: unknown): string {
-  const check = (v: unknown, depth: number): void => {
-    if (typeof v === 'number' && !Number.isFinite(v)) throw new InvalidArgumentsError('inexact_number', `${v} is not a JSON number`);
-    if (v !== null && typeof v === 'object') {
-      if (depth >= MAX_ARGUMENTS_DEPTH) throw new InvalidArgumentsError('too_deep', 'the arguments are nested deeper than 128 levels');
-      for (const child of Object.values(v)) check(child, depth + 1);
-    }
-  };
-  check(value, 0);
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(value);
-  } catch (e) {
-    throw notJson(`the arguments cannot be JSON: ${(e as Error).message}`);
+/** `$`, `$.name`, `$["a b"]`, `$[2]`: where a value sits in the arguments. */
+function member(path: string, key: string): string {
+  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+
+const article = (name: string) => (/^[AEIO]/.test(name) ? `an ${name}` : `a ${name}`);
+
+function unrepresentable(path: string, what: string, rule: ArgumentsRule = 'not_json'): InvalidArgumentsError {
+  return new InvalidArgumentsError(rule, what, path);
+}
+
+function isPlainObject(v: object): boolean {
+  const proto = Object.getPrototypeOf(v);
+  if (proto === null || proto === Object.prototype) return true;
+  // A plain object of another realm (a vm context, an iframe).
+  return Object.getPrototypeOf(proto) === null && Object.prototype.toString.call(v) === '[object Object]' && typeof (proto as { constructor?: { name?: unknown } }).constructor === 'function' && (proto as { constructor: { name: unknown } }).constructor.name === 'Object';
+}
+
+function typeName(v: object): string {
+  const ctor = (Object.getPrototypeOf(v) as { constructor?: { name?: unknown } } | null)?.constructor;
+  return typeof ctor === 'function' && typeof ctor.name === 'string' && ctor.name !== '' ? ctor.name : 'object';
+}
+
+/** One own property's value, read once (a getter is called once). */
+function read(obj: object, key: string): unknown {
+  const d = Object.getOwnPropertyDescriptor(obj, key);
+  if (d === undefined) return undefined;
+  return 'value' in d ? d.value : d.get?.call(obj);
+}
+
+/**
+ * Already-parsed arguments as the JSON value they stand for, refusing every
+ * value JSON (and so JCS) cannot represent faithfully rather than printing it
+ * as something else, as JSON.stringify would (a Map as `{}`, a Date as its
+ * toJSON text, a hole as null, a function as nothing): two different
+ * arguments must never share a context. An `undefined` property is left out
+ * (as JSON.stringify, and so the wire, leaves it out); `undefined` anywhere
+ * else is refused.
+ */
+function valueToJson(v: unknown, path: string, depth: number): JsonValue {
+  switch (typeof v) {
+    case 'string':
+      if (!isWellFormed(v)) throw unrepresentable(path, 'the string holds a lone surrogate', 'lone_surrogate');
+      return v;
+    case 'number':
+      if (!Number.isFinite(v)) throw unrepresentable(path, `${v} has no JSON form here`, 'inexact_number');
+      return v;
+    case 'boolean':
+      return v;
+    case 'bigint':
+      throw unrepresentable(path, 'a BigInt has no JSON form here; pass a number (up to 2^53) or a string');
+    case 'undefined':
+      throw unrepresentable(path, 'undefined has no JSON form here; pass null, or leave the property out');
+    case 'symbol':
+      throw unrepresentable(path, 'a symbol has no JSON form here');
+    case 'function':
+      throw unrepresentable(path, 'a function has no JSON form here');
   }
-  if (text === undefined) throw notJson(`the arguments cannot be JSON: ${typeof value}`);
-  return text;
+  if (v === null) return null;
+  const o = v as object;
+  if (depth >= MAX_ARGUMENTS_DEPTH) throw unrepresentable(path, 'the arguments are nested deeper than 128 levels (or hold a cycle)', 'too_deep');
+  const symbolKeyed = () => {
+    if (Object.getOwnPropertySymbols(o).length > 0) throw unrepresentable(path, 'a symbol-keyed property has no JSON form here');
+  };
+  if (Array.isArray(o)) {
+    symbolKeyed();
+    if (typeof (o as { toJSON?: unknown }).toJSON === 'function') throw unrepresentable(path, 'an array with toJSON has no JSON form here; pass what toJSON returns');
+    const out: JsonValue[] = [];
+    const n = o.length;
+    for (let i = 0; i < n; i++) {
+      if (!Object.prototype.hasOwnProperty.call(o, i)) throw unrepresentable(`${path}[${i}]`, 'a hole in a sparse array has no JSON form here; fill it (null)');
+      out.push(valueToJson(read(o, String(i)), `${path}[${i}]`, depth + 1));
+    }
+    for (const key of Object.getOwnPropertyNames(o)) {
+      if (key !== 'length' && !(String(Number(key)) === key && Number(key) >= 0 && Number(key) < n)) {
+        throw unrepresentable(member(path, key), "an array's own property other than its elements has no JSON form here");
+      }
+    }
+    return out;
+  }
+  if (o instanceof Date) throw unrepresentable(path, 'a Date has no JSON form here; pass an ISO string');
+  if (o instanceof Map) throw unrepresentable(path, 'a Map has no JSON form here; pass a plain object');
+  if (o instanceof Set) throw unrepresentable(path, 'a Set has no JSON form here; pass an array');
+  if (ArrayBuffer.isView(o) || o instanceof ArrayBuffer) {
+    throw unrepresentable(path, `${article(typeName(o))} has no JSON form here; pass an array of numbers or a base64 string`);
+  }
+  if (typeof (o as { toJSON?: unknown }).toJSON === 'function' && !Object.prototype.hasOwnProperty.call(o, 'toJSON')) {
+    throw unrepresentable(path, 'an object with toJSON has no JSON form here; pass what toJSON returns');
+  }
+  if (!isPlainObject(o)) throw unrepresentable(path, `${article(typeName(o))} is not a plain object; pass a plain object`);
+  symbolKeyed();
+  const out = new Map<string, JsonValue>();
+  for (const key of Object.getOwnPropertyNames(o)) {
+    const at = member(path, key);
+    if (!isWellFormed(key)) throw unrepresentable(at, 'the key holds a lone surrogate', 'lone_surrogate');
+    if (!Object.prototype.propertyIsEnumerable.call(o, key)) throw unrepresentable(at, 'a non-enumerable property has no JSON form here');
+    const value = read(o, key);
+    if (value === undefined) continue; // left out, as JSON.stringify leaves it out
+    out.set(key, valueToJson(value, at, depth + 1));
+  }
+  return out;
 }
 
 export interface CallContextParts {
@@ -194,7 +281,16 @@ export interface CallContextParts {
   method: string;
   /** The arguments' JSON text as received (preferred: only the text shows duplicate keys and how numbers were written). */
   argumentsJson?: string;
-  /** Already-parsed arguments (printed with JSON.stringify, then canonicalized); `{}` when neither is given. */
+  /**
+   * Already-parsed arguments (plain objects, arrays, strings, finite numbers,
+   * booleans, null), canonicalized as the JSON value they are; `{}` when
+   * neither is given. Anything JSON cannot represent faithfully (a Map, Set,
+   * Date or other object with toJSON, a class instance, a function, a
+   * symbol, undefined in an array, a BigInt, a typed array, a sparse array,
+   * NaN or an infinity, a lone surrogate) is refused with an
+   * {@link InvalidArgumentsError} naming its path; an `undefined` property is
+   * left out, as JSON.stringify leaves it out.
+   */
   arguments?: unknown;
 }
 
@@ -203,11 +299,18 @@ export interface CallContextParts {
  * `SHA-256(label ‖ lp(principal) ‖ lp(audience) ‖ lp(method) ‖ SHA-256(JCS(arguments)))`.
  */
 export function callContext(parts: CallContextParts): Uint8Array {
-  const text = parts.argumentsJson ?? (parts.arguments === undefined ? '{}' : stringifyArguments(parts.arguments));
+  let text: string;
+  if (parts.argumentsJson !== undefined) text = canonicalJson(parts.argumentsJson);
+  else if (parts.arguments === undefined) text = '{}';
+  else {
+    const out: string[] = [];
+    serialize(valueToJson(parts.arguments, '$', 0), out);
+    text = out.join('');
+  }
   const field = (s: unknown, name: string) => {
     if (typeof s !== 'string' || !isWellFormed(s)) throw new ReqstateError('invalid_argument', `${name} must be a string of UTF-8 text`);
     return lp(utf8(s));
   };
-  const args = sha256(utf8(canonicalJson(text)));
+  const args = sha256(utf8(text));
   return sha256(concat(utf8(CALL_CONTEXT_LABEL), field(parts.principal, 'principal'), field(parts.audience, 'audience'), field(parts.method, 'method'), args));
 }
