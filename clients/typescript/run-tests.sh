@@ -14,6 +14,9 @@
 #   test/redisrule.test.js the shared Redis rule (default prefix, SET NX GET PX with a relative
 #                          lifetime, clock-skew refusal, retries of unknown outcomes) against a
 #                          real redis-server (>= 7.0), clocks offset, leeways mixed, CLIENT PAUSE
+#   test/cli-replay.test.js reqstate-ts verify --consume --replay-store (a redis-server on a TCP port
+#                          with a password), its usage errors, and passwords kept out of messages
+#   test/callcontext.test.js callContext's value form: what JSON cannot represent is refused, by path
 #   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the seed's Worker in workerd, SDK v2 client over HTTP
 #   examples/node-whoami   the seed's whoami handler on plain Node
 # Does not build Rust: the binary comes from $REQSTATE_BIN, default

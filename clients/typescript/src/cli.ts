@@ -4,10 +4,11 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fromHex, isWellFormed, toHex, utf8 } from './bytes.js';
-import { Codec, Policy } from './codec.js';
+import { Codec, Policy, type Redemption, type Verified } from './codec.js';
 import { ReqstateError } from './errors.js';
 import { Keyring } from './keyring.js';
-import { MemoryReplayStore } from './singleuse.js';
+import { createRedisReplayStore, redactRedisUrl, type RedisReplayStore } from './redis.js';
+import { MemoryReplayStore, ReplayStoreError, storeRefusal } from './singleuse.js';
 import { UsageError, checkPreferredCbor, stateJsonToCbor, stateToJson } from './statejson.js';
 
 const U64_MAX = (1n << 64n) - 1n;
@@ -15,7 +16,7 @@ const U64_MAX = (1n << 64n) - 1n;
 const COMMON = ['keyring', 'tool', 'context', 'context-hex', 'context-file', 'now', 'max-token-len', 'clock-leeway', 'max-lifetime'];
 const VALUE_FLAGS: Record<string, string[]> = {
   mint: [...COMMON, 'step', 'state-json', 'state-cbor-hex', 'ttl'],
-  verify: [...COMMON, 'expected-step', 'token'],
+  verify: [...COMMON, 'expected-step', 'token', 'replay-store', 'replay-key-prefix', 'replay-timeout-ms', 'replay-max-skew-ms'],
 };
 const COMMON_SWITCHES = ['allow-insecure-keyring-permissions', 'help'];
 const SWITCHES: Record<string, string[]> = {
@@ -31,7 +32,7 @@ usage:
                    [--single-use]
                    [--context TEXT | --context-hex HEX | --context-file FILE]
                    [--now UNIX_SECONDS] [policy flags]
-  reqstate-ts verify --keyring FILE --tool TEXT [--expected-step TEXT] [--consume]
+  reqstate-ts verify --keyring FILE --tool TEXT [--expected-step TEXT] [--consume [replay flags]]
                    [--context TEXT | --context-hex HEX | --context-file FILE]
                    [--now UNIX_SECONDS] [policy flags] (TOKEN | --token TOKEN)
 
@@ -40,7 +41,11 @@ policy flags: --max-token-len CHARS (64-1048576, 8192)  --clock-leeway SECONDS (
 TOKEN "-" reads the token from standard input.
 --single-use mints a single-use token (FORMAT.md §5.1), which only verify --consume accepts;
 --consume checks a single-use token as a consuming verifier does, with a spent-token record
-that lives for this one run (it checks single use, it does not enforce it across runs).
+that lives for this one run (it checks single use, it does not enforce it across runs), or,
+with --replay-store, in Redis (>= 7.0) under the rule every reqstate store shares:
+replay flags: --replay-store URL (redis://[user:password@]host:port[/db] or rediss://...)
+              --replay-key-prefix P (reqstate:)  --replay-timeout-ms N (1-600000, 1000)
+              --replay-max-skew-ms N (0-600000, 2000)
 exit codes: 0 minted / verified; 1 refused (JSON with "reason"); 64 usage or configuration error.
 `;
 
@@ -250,15 +255,79 @@ function readStdinToken(): string {
   return text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
 }
 
-function verify(p: Parsed): number {
+const REPLAY_FLAGS = ['replay-store', 'replay-key-prefix', 'replay-timeout-ms', 'replay-max-skew-ms'];
+
+interface ReplayOptions {
+  url: string;
+  prefix: string;
+  timeoutMs: number;
+  maxSkewMs: number;
+}
+
+/** The --replay-* flags (only with --consume; the others only with --replay-store). */
+function replayOptions(p: Parsed): ReplayOptions | undefined {
+  const given = REPLAY_FLAGS.filter((f) => p.flags.has(f));
+  if (given.length === 0) return undefined;
+  if (!p.switches.has('consume')) usage(`--${given[0]} needs --consume`);
+  const url = p.flags.get('replay-store');
+  if (url === undefined) usage(`--${given[0]} needs --replay-store`);
+  const shown = redactRedisUrl(url);
+  if (/,\s*[a-z][a-z0-9+.-]*:\/\//i.test(url)) usage(`--replay-store takes one Redis URL, not a list: ${shown}`);
+  if (!/^rediss?:\/\//i.test(url)) usage(`--replay-store must be a redis:// or rediss:// URL: ${shown}`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    usage(`--replay-store is not a valid URL (percent-encode a password's reserved characters): ${shown}`);
+  }
+  if (parsed.hostname === '') usage(`--replay-store has no host: ${shown}`);
+  if (parsed.pathname.length > 1 && !/^\/[0-9]+$/.test(parsed.pathname)) usage(`--replay-store: the path must be a database number: ${shown}`);
+  return {
+    url,
+    prefix: p.flags.get('replay-key-prefix') ?? 'reqstate:',
+    timeoutMs: ranged(p, 'replay-timeout-ms', 1, 600000) ?? 1000,
+    maxSkewMs: ranged(p, 'replay-max-skew-ms', 0, 600000) ?? 2000,
+  };
+}
+
+/** The spent-token record in Redis: connect (once steps 0 to 14 passed), record, close. */
+async function consumeInRedis<T>(redemption: Redemption<T>, replay: ReplayOptions): Promise<Verified<T>> {
+  let store: RedisReplayStore;
+  try {
+    // One attempt to connect, within the deadline: a one-shot command does not wait for Redis to come back.
+    store = await createRedisReplayStore({ ...replay, clientOptions: { socket: { reconnectStrategy: false } } });
+  } catch (e) {
+    if ((e as { code?: unknown })?.code === 'ERR_MODULE_NOT_FOUND') usage('--replay-store needs the redis package (npm install redis)');
+    throw storeRefusal(e);
+  }
+  try {
+    return await redemption.redeem(store);
+  } catch (e) {
+    const cause = (e as { cause?: unknown }).cause;
+    if (e instanceof ReqstateError && cause instanceof ReplayStoreError && cause.maybeRecorded) {
+      // The store's advice (retry through the same store object) cannot be followed across runs.
+      throw new ReqstateError('replay_store_unavailable', `the token is refused and may have been recorded (${cause.message.split('; the token may')[0]}): if it was, a later consume is refused as replayed`);
+    }
+    throw e;
+  } finally {
+    await store.close();
+  }
+}
+
+async function verify(p: Parsed): Promise<number> {
   const tokens = [...p.positional, ...(p.flags.has('token') ? [p.flags.get('token')!] : [])];
   if (tokens.length !== 1) usage(tokens.length === 0 ? 'a TOKEN (or --token TOKEN) is required' : 'give exactly one token');
+  const replay = replayOptions(p);
   const { codec, ctx, tool } = setup(p);
   const token = tokens[0] === '-' ? readStdinToken() : tokens[0];
   try {
     const options = { tool, context: ctx, expectedStep: p.flags.get('expected-step'), decode: false } as const;
-    // --consume: a spent-token record for this run only (docs/CLI.md).
-    const v = p.switches.has('consume') ? codec.consumeSync(token, options, new MemoryReplayStore({ capacity: 64 })) : codec.verify(token, options);
+    let v: Verified;
+    if (!p.switches.has('consume')) v = codec.verify(token, options);
+    // --replay-store: the record kept in Redis (the shared rule), reached only by a token that passed every other check.
+    else if (replay !== undefined) v = await consumeInRedis(codec.verifySingleUse(token, options), replay);
+    // --consume alone: a spent-token record for this run only (docs/CLI.md).
+    else v = codec.consumeSync(token, options, new MemoryReplayStore({ capacity: 64 }));
     const json = stateToJson(v.stateCbor);
     print(
       `{"valid":true,"step":${JSON.stringify(v.step)},${json === undefined ? '' : `"state":${json},`}"state_cbor_hex":"${toHex(v.stateCbor)}","key_id":${v.keyId},"issued_at":${v.issuedAtBig},"expires_at":${v.expiresAtBig}}`,
@@ -271,7 +340,7 @@ function verify(p: Parsed): number {
   }
 }
 
-export function main(argv: string[]): number {
+export async function main(argv: string[]): Promise<number> {
   try {
     const [command, ...rest] = argv;
     if (command === '--help' || command === '-h' || command === 'help') {
@@ -284,7 +353,7 @@ export function main(argv: string[]): number {
       process.stdout.write(HELP);
       return 0;
     }
-    return command === 'mint' ? mint(p) : verify(p);
+    return command === 'mint' ? mint(p) : await verify(p);
   } catch (e) {
     if (e instanceof UsageError) {
       process.stderr.write(`reqstate-ts: ${e.message}\n`);
@@ -300,4 +369,6 @@ export function main(argv: string[]): number {
   }
 }
 
-process.exitCode = main(process.argv.slice(2));
+main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+});

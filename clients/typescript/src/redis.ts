@@ -144,7 +144,7 @@ export class RedisReplayStore implements ReplayStore {
   readonly #pending = new Map<string, { attempt: string; until: number }>();
   #measured: Measured | undefined = undefined;
   #measuring: Promise<Measured> | undefined = undefined;
-  #timer: unknown = undefined;
+  #timer: ReturnType<typeof setInterval> | undefined = undefined;
   #closed = false;
   readonly #onReady = () => {
     // A new connection (perhaps to another server after a failover): measure again before the next consume.
@@ -207,7 +207,7 @@ export class RedisReplayStore implements ReplayStore {
 
   /** One call with this store's deadline. */
   async #call(args: string[]): Promise<unknown> {
-    let timer: unknown;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new DeadlineError(`Redis did not answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     });
