@@ -3,6 +3,7 @@
 #[path = "support/sidecar_process.rs"]
 mod sidecar_process;
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::sync::Arc;
@@ -458,9 +459,58 @@ async fn bearer_tokens_rotate_without_downtime() -> TestResult {
         2.0
     );
 
+    // An emptied file (only a comment left) never revokes the tokens in
+    // service: it is refused, with what to do instead.
+    let failures_before = sidecar
+        .metric("reqstate_auth_token_reload_failures_total")
+        .await?;
+    write_private(&file, "# emptied\n")?;
+    eventually(
+        Duration::from_secs(10),
+        "the emptied file refused",
+        || async {
+            let failures = sidecar
+                .metric("reqstate_auth_token_reload_failures_total")
+                .await?;
+            Ok((failures > failures_before).then_some(()))
+        },
+    )
+    .await?;
+    assert!(accepted(NEW).await?, "an empty file revoked the tokens");
+    assert!(sidecar.log().contains("never revokes"), "{}", sidecar.log());
+
+    // A file another user could write (security review round 3, finding 2):
+    // whoever wrote a token of their own into it is not let in.
+    const INJECTED: &str = "injected-by-another-user";
+    write_private(&file, &format!("{NEW}\n{INJECTED}\n"))?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))?;
+    // SIGHUP: read it now, whatever the watcher saw.
+    sidecar.signal(nix::sys::signal::Signal::SIGHUP)?;
+    eventually(
+        Duration::from_secs(10),
+        "the writable file refused",
+        || async {
+            Ok(sidecar
+                .log()
+                .contains("lets other users write the bearer token file")
+                .then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        !accepted(INJECTED).await?,
+        "a token from a world-writable file was accepted"
+    );
+    assert!(accepted(NEW).await?);
+    assert_eq!(
+        sidecar.metric("reqstate_auth_token_reloads_total").await?,
+        2.0
+    );
+
     // No token, old or new, reaches the log.
     let log = sidecar.log();
     assert!(log.contains("bearer token reload refused"), "{log}");
     assert!(!log.contains("-token-"), "{log}");
+    assert!(!log.contains(INJECTED), "{log}");
     Ok(())
 }

@@ -9,19 +9,28 @@
 //! <token>` can carry); a file has 1 to [`MAX_TOKENS`] of them. Rotation:
 //! add the new token as a second line, let callers move to it, then remove
 //! the old line (docs/SIDECAR.md).
+//!
+//! Whoever can change the file can add a token of their own and mint
+//! anything: it gets the keyring file's checks (ownership, mode, every
+//! directory on its path, regular file, non-blocking open, size), at start and
+//! on every reload, through [`reqstate_keyring_file::read_protected_file`].
+//! A file with no token is refused, never taken as "revoke every token": a
+//! file being rewritten can be empty for a moment, and a refused reload keeps
+//! the tokens in service (to revoke them all, write a new token in their
+//! place, or stop the sidecar).
 
-use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use reqstate_keyring_file::{KeyringPermissions, read_protected_file};
 use ring::digest;
 use subtle::{Choice, ConstantTimeEq as _};
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::metrics::Metrics;
+use crate::reload::OffThreadReads;
 
 /// Most tokens one file may hold.
 pub const MAX_TOKENS: usize = 16;
@@ -78,36 +87,33 @@ impl BearerTokens {
             digests.push(sha256(token.as_bytes()));
         }
         if digests.is_empty() {
-            return Err("no token in the file".to_owned());
+            return Err(
+                "no token in the file (an empty file never revokes the tokens in \
+                        service: to revoke them all, write a new token in their place)"
+                    .to_owned(),
+            );
         }
         Ok(BearerTokens { digests })
     }
 
-    /// Reads and parses a token file: opened without blocking (a FIFO in its
-    /// place is refused, not waited on), a regular file of at most
-    /// [`MAX_FILE_LEN`] bytes. Returns its bytes too, to tell a real change
-    /// from a touch on reload.
-    pub fn read(path: &Path) -> Result<(Zeroizing<Vec<u8>>, BearerTokens), String> {
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| e.to_string())?;
-        let meta = file.metadata().map_err(|e| e.to_string())?;
-        if !meta.is_file() {
-            return Err("not a regular file".to_owned());
-        }
-        if meta.len() > MAX_FILE_LEN {
-            return Err(format!("larger than {MAX_FILE_LEN} bytes"));
-        }
-        let mut bytes = Zeroizing::new(Vec::new());
-        (&mut file)
-            .take(MAX_FILE_LEN + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| e.to_string())?;
-        if bytes.len() as u64 > MAX_FILE_LEN {
-            return Err(format!("larger than {MAX_FILE_LEN} bytes"));
-        }
+    /// Reads and parses a token file, with the keyring file's checks
+    /// ([`read_protected_file`]: opened without blocking, so a FIFO in its
+    /// place is refused, not waited on; a regular file of at most
+    /// [`MAX_FILE_LEN`] bytes, owned by this user or root, writable by no
+    /// one else, readable by no one else unless `permissions` allows it, on
+    /// a path no other user can replace). Returns its bytes too, to tell a
+    /// real change from a touch on reload.
+    pub fn read(
+        path: &Path,
+        permissions: KeyringPermissions,
+    ) -> Result<(Zeroizing<Vec<u8>>, BearerTokens), String> {
+        let bytes = read_protected_file(path, permissions, MAX_FILE_LEN).map_err(|e| match e {
+            reqstate_keyring_file::KeyringLoadError::NotAKeyringFile {
+                what: "larger than its limit",
+                ..
+            } => format!("larger than {MAX_FILE_LEN} bytes"),
+            e => e.describe_as("bearer token file"),
+        })?;
         let tokens = BearerTokens::parse(&bytes)?;
         Ok((bytes, tokens))
     }
@@ -152,16 +158,19 @@ pub struct AuthTokenFile {
     pub contents: Zeroizing<Vec<u8>>,
     /// Its tokens.
     pub tokens: BearerTokens,
+    /// Whether group or others may read it (as for the keyring).
+    pub permissions: KeyringPermissions,
 }
 
 impl AuthTokenFile {
     /// Reads the file for the first time.
-    pub fn load(path: &Path) -> Result<AuthTokenFile, String> {
-        let (contents, tokens) = BearerTokens::read(path)?;
+    pub fn load(path: &Path, permissions: KeyringPermissions) -> Result<AuthTokenFile, String> {
+        let (contents, tokens) = BearerTokens::read(path, permissions)?;
         Ok(AuthTokenFile {
             path: path.to_path_buf(),
             contents,
             tokens,
+            permissions,
         })
     }
 }
@@ -172,10 +181,12 @@ impl AuthTokenFile {
 /// stay.
 pub struct TokenReloader {
     path: PathBuf,
+    permissions: KeyringPermissions,
     shared: SharedBearerTokens,
     last_good: Zeroizing<Vec<u8>>,
     metrics: Arc<Metrics>,
     timeout: Duration,
+    reads: OffThreadReads,
 }
 
 impl std::fmt::Debug for TokenReloader {
@@ -190,16 +201,19 @@ impl TokenReloader {
     /// A reloader for the file the sidecar started with.
     pub fn new(
         path: PathBuf,
+        permissions: KeyringPermissions,
         shared: SharedBearerTokens,
         initial_contents: Zeroizing<Vec<u8>>,
         metrics: Arc<Metrics>,
     ) -> Self {
         TokenReloader {
             path,
+            permissions,
             shared,
             last_good: initial_contents,
             metrics,
             timeout: RELOAD_TIMEOUT,
+            reads: OffThreadReads::default(),
         }
     }
 
@@ -208,25 +222,21 @@ impl TokenReloader {
         &self.path
     }
 
-    /// Reads the file (on a blocking thread, for at most [`RELOAD_TIMEOUT`])
-    /// and swaps its tokens in if it changed and is valid.
+    /// Reads the file (on a thread of its own, for at most
+    /// [`RELOAD_TIMEOUT`], with the keyring's cap on stuck reads) and swaps
+    /// its tokens in if it changed and is valid.
     pub async fn reload(&mut self) {
-        let path = self.path.clone();
-        let read = tokio::time::timeout(
-            self.timeout,
-            tokio::task::spawn_blocking(move || BearerTokens::read(&path)),
-        )
-        .await;
+        let (path, permissions) = (self.path.clone(), self.permissions);
+        let read = self
+            .reads
+            .read("token-reload", self.timeout, move || {
+                BearerTokens::read(&path, permissions)
+            })
+            .await;
         let (contents, tokens) = match read {
-            Ok(Ok(Ok(loaded))) => loaded,
-            Ok(Ok(Err(e))) => return self.refused(&e),
-            Ok(Err(e)) => return self.refused(&format_args!("the reading task failed: {e}")),
-            Err(_elapsed) => {
-                return self.refused(&format_args!(
-                    "reading took longer than {} ms",
-                    self.timeout.as_millis()
-                ));
-            }
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(e)) => return self.refused(&e),
+            Err(abandoned) => return self.refused(&abandoned),
         };
         if contents == self.last_good {
             return;
@@ -251,6 +261,7 @@ impl TokenReloader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn one_token_per_line_with_blank_lines_and_comments_skipped() {
@@ -315,18 +326,68 @@ mod tests {
             .status()
             .expect("mkfifo runs");
         assert!(made.success(), "mkfifo");
+        let owner_only = KeyringPermissions::OwnerOnly;
         assert_eq!(
-            BearerTokens::read(&fifo).expect_err("a FIFO"),
-            "not a regular file"
+            BearerTokens::read(&fifo, owner_only).expect_err("a FIFO"),
+            "cannot read: not a regular file"
         );
         let big = dir.path().join("big");
         std::fs::write(&big, vec![b'x'; MAX_FILE_LEN as usize + 1]).expect("write");
+        std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         assert!(
-            BearerTokens::read(&big)
+            BearerTokens::read(&big, owner_only)
                 .expect_err("big")
-                .contains("larger than")
+                .contains("larger than 65536 bytes")
         );
-        assert!(BearerTokens::read(dir.path()).is_err(), "a directory");
+        assert!(
+            BearerTokens::read(dir.path(), owner_only).is_err(),
+            "a directory"
+        );
+    }
+
+    /// Security review round 3, finding 2: the token file gets the keyring
+    /// file's checks, so another local user cannot add a token of their own.
+    #[test]
+    fn a_token_file_others_could_change_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "s3cret\n").expect("write");
+        let set_mode = |mode: u32| {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        let owner_only = KeyringPermissions::OwnerOnly;
+        let readable = KeyringPermissions::AllowGroupOrOtherReadable;
+        set_mode(0o600);
+        assert!(BearerTokens::read(&file, owner_only).is_ok());
+        // Writable by group or others: never, whatever the read allowance.
+        for mode in [0o620, 0o602, 0o666] {
+            set_mode(mode);
+            for permissions in [owner_only, readable] {
+                let e = BearerTokens::read(&file, permissions).expect_err("writable by others");
+                assert!(e.contains("write the bearer token file"), "{e}");
+            }
+        }
+        // Readable by others: only when allowed (a Kubernetes Secret's 0644).
+        set_mode(0o644);
+        let e = BearerTokens::read(&file, owner_only).expect_err("readable by others");
+        assert!(e.contains("read the bearer token file"), "{e}");
+        assert!(BearerTokens::read(&file, readable).is_ok());
+        // In a directory others can write (they could replace the file).
+        set_mode(0o600);
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let e = BearerTokens::read(&file, owner_only).expect_err("replaceable");
+        assert!(e.contains("other users can replace the file"), "{e}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        // Owned by another user (the test runs as root, which may chown).
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&file, Some(54_321), None).expect("chown");
+            let e = BearerTokens::read(&file, owner_only).expect_err("another owner");
+            assert!(e.contains("belongs to uid 54321"), "{e}");
+        }
     }
 
     #[test]

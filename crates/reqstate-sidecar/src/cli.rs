@@ -257,6 +257,14 @@ pub struct ServeArgs {
     #[arg(long, env = "REQSTATE_REPLAY_TIMEOUT_MS", default_value_t = 250)]
     pub replay_timeout_ms: u64,
 
+    /// How far, in milliseconds, any verifier's clock may be from Redis's:
+    /// records are kept that much longer (twice), and consumes are refused
+    /// while this sidecar's clock is further than that from Redis `TIME`
+    /// (docs/SINGLE_USE.md). Every replica sharing the store needs the same
+    /// value.
+    #[arg(long, env = "REQSTATE_REPLAY_MAX_SKEW_MS", default_value_t = 2000)]
+    pub replay_max_skew_ms: u64,
+
     /// Live records the memory store holds at most; when it is full of live
     /// records, consumes are refused (REASON_REPLAY_STORE_FULL) rather than
     /// any record forgotten.
@@ -462,10 +470,38 @@ pub struct VerifyArgs {
     #[arg(required_unless_present = "token_flag")]
     pub token: Option<String>,
     /// Check a single-use token as a consuming verifier does (FORMAT.md §8
-    /// step 15). The spent-token record lives only for this run: this checks
-    /// a token, it does not enforce single use across runs.
+    /// step 15). The spent-token record lives only for this run unless
+    /// `--replay-store` names a Redis: then the token is spent there, for
+    /// every verifier sharing it.
     #[arg(long)]
     pub consume: bool,
+    /// With `--consume`: record the token in this Redis
+    /// (`redis://[user:password@]host:port[/db]`, `rediss://…`,
+    /// `unix:///path`), by the rule every implementation follows
+    /// (docs/SINGLE_USE.md).
+    #[arg(long, value_name = "URL", requires = "consume")]
+    pub replay_store: Option<String>,
+    /// With `--replay-store`: prefix of the record names.
+    #[arg(long, value_name = "PREFIX", requires = "replay_store",
+          default_value = crate::replay::DEFAULT_KEY_PREFIX)]
+    pub replay_key_prefix: String,
+    /// With `--replay-store`: deadline of the store call, in milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        requires = "replay_store",
+        default_value_t = 1000
+    )]
+    pub replay_timeout_ms: u64,
+    /// With `--replay-store`: how far this clock may be from Redis's, in
+    /// milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        requires = "replay_store",
+        default_value_t = 2000
+    )]
+    pub replay_max_skew_ms: u64,
 }
 
 /// `reqstate inspect`.

@@ -360,7 +360,12 @@ impl ServeConfig {
             .auth_token_file
             .as_deref()
             .map(|path| {
-                AuthTokenFile::load(path).map_err(|e| {
+                let permissions = if args.allow_insecure_keyring_permissions {
+                    KeyringPermissions::AllowGroupOrOtherReadable
+                } else {
+                    KeyringPermissions::OwnerOnly
+                };
+                AuthTokenFile::load(path, permissions).map_err(|e| {
                     ConfigError::new(format!("--auth-token-file {}: {e}", path.display()))
                 })
             })
@@ -412,11 +417,6 @@ impl ServeConfig {
 /// The replay store flags, checked: a known URL scheme, a timeout and a
 /// capacity in range. Messages never repeat a URL's password.
 fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigError> {
-    if !(1..=60_000).contains(&args.replay_timeout_ms) {
-        return Err(ConfigError::new("--replay-timeout-ms must be in 1..=60000"));
-    }
-    let timeout = Duration::from_millis(args.replay_timeout_ms);
-    let prefix = args.replay_key_prefix.clone();
     let store = args.replay_store.trim();
     if store == "memory" {
         if args.replay_cluster {
@@ -431,6 +431,35 @@ fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigErro
             capacity: args.replay_capacity,
         });
     }
+    shared_store_config(
+        store,
+        args.replay_cluster,
+        &args.replay_key_prefix,
+        args.replay_timeout_ms,
+        args.replay_max_skew_ms,
+    )
+}
+
+/// A Redis (or Redis Cluster) store's flags, checked: what `serve` and
+/// `verify --consume --replay-store` share.
+pub fn shared_store_config(
+    store: &str,
+    cluster: bool,
+    prefix: &str,
+    timeout_ms: u64,
+    max_skew_ms: u64,
+) -> Result<ReplayStoreConfig, ConfigError> {
+    if !(1..=60_000).contains(&timeout_ms) {
+        return Err(ConfigError::new("--replay-timeout-ms must be in 1..=60000"));
+    }
+    if !(1..=60_000).contains(&max_skew_ms) {
+        return Err(ConfigError::new(
+            "--replay-max-skew-ms must be in 1..=60000",
+        ));
+    }
+    let timeout = Duration::from_millis(timeout_ms);
+    let max_skew = Duration::from_millis(max_skew_ms);
+    let prefix = prefix.to_string();
     let urls: Vec<String> = store
         .split(',')
         .map(|u| u.trim().to_string())
@@ -447,12 +476,13 @@ fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigErro
             )));
         }
     }
-    match (urls.len(), args.replay_cluster) {
+    match (urls.len(), cluster) {
         (0, _) => Err(ConfigError::new("--replay-store is empty")),
         (1, false) => Ok(ReplayStoreConfig::Redis {
             url: urls[0].clone(),
             prefix,
             timeout,
+            max_skew,
         }),
         (_, false) => Err(ConfigError::new(
             "--replay-store lists several URLs: add --replay-cluster for a Redis Cluster",
@@ -467,6 +497,7 @@ fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigErro
                 urls,
                 prefix,
                 timeout,
+                max_skew,
             })
         }
     }
@@ -518,6 +549,8 @@ mod tests {
         let file = |name: &str| -> Result<String, Box<dyn std::error::Error>> {
             let path = dir.path().join(name);
             std::fs::write(&path, name)?;
+            // The token file gets the keyring file's checks: owner-only.
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
             Ok(path.display().to_string())
         };
         let (cert, key, ca, token) = (file("cert")?, file("key")?, file("ca")?, file("token")?);

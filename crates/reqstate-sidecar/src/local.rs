@@ -152,39 +152,76 @@ pub fn verify(args: VerifyArgs) -> u8 {
         Ok(loaded) => loaded,
         Err(e) => return usage("verify", e),
     };
+    let store = match &args.replay_store {
+        Some(url) => match shared_store(&args, url) {
+            Ok(store) => Some(store),
+            Err(e) => return usage("verify", e),
+        },
+        None => None,
+    };
     let tool = &args.codec.tool;
     // Steps 0–13 give the state's bytes as the token carries them; step 14
-    // decodes them into a self-describing CBOR value for the JSON form.
-    let result = (|| -> Result<_, reqstate::Error> {
-        let binding = Binding::with_context_bytes(tool, &context)?;
+    // decodes them into a self-describing CBOR value for the JSON form, before
+    // a single-use token is recorded (step 15).
+    let decode = |state: Vec<u8>| -> Result<(Vec<u8>, ciborium::Value), reqstate::Refusal> {
+        let value = ciborium::from_reader(&state[..])
+            .map_err(|e| reqstate::Refusal::StateDecoding(e.to_string()))?;
+        Ok((state, value))
+    };
+    let result = (|| -> Result<_, VerifyError> {
+        let binding = Binding::with_context_bytes(tool, &context).map_err(reqstate::Error::from)?;
         let expected = match args.expected_step.as_deref() {
             Some(step) => binding.step(step),
             None => binding.any_step(),
         };
         let verified = if args.consume {
-            // A record for this run only (see `--consume`).
-            let spent = reqstate::MemoryReplayStore::new(64);
-            codec
-                .verify_single_use_raw(&token, expected)?
-                .redeem(&spent)?
+            let redemption = codec
+                .verify_single_use_raw(&token, expected)
+                .map_err(reqstate::Error::from)?
+                .try_map_state(decode)
+                .map_err(reqstate::Error::from)?;
+            match &store {
+                // Spent in the shared store, by the rule of docs/SINGLE_USE.md.
+                Some((runtime, replay)) => {
+                    let now = redemption.now();
+                    let spend = crate::replay::Spend::of(&redemption);
+                    let recorded = runtime.block_on(replay.record(spend, now));
+                    match recorded {
+                        Err(crate::replay::StoreFailure {
+                            error,
+                            why: Some(why),
+                        }) => return Err(VerifyError::NotRecorded(error.into(), why)),
+                        recorded => redemption
+                            .finish(recorded.map_err(|f| f.error))
+                            .map_err(reqstate::Error::from)?,
+                    }
+                }
+                // A record for this run only (see `--consume`).
+                None => redemption
+                    .redeem(&reqstate::MemoryReplayStore::new(64))
+                    .map_err(reqstate::Error::from)?,
+            }
         } else {
-            codec.verify_raw(&token, expected)?
+            codec
+                .verify_raw(&token, expected)
+                .map_err(reqstate::Error::from)?
+                .try_map_state(decode)
+                .map_err(reqstate::Error::from)?
         };
-        let value: ciborium::Value = ciborium::from_reader(&verified.state[..])
-            .map_err(|e| reqstate::Refusal::StateDecoding(e.to_string()))?;
-        Ok((verified, value))
+        Ok(verified.map_state(|(state, value)| (state, value)))
     })();
     match result {
-        Ok((verified, value)) => {
+        Ok(verified) => {
+            let (state, value) = &verified.state;
             let mut out = json!({
                 "valid": true,
                 "step": verified.step,
-                "state_cbor_hex": encode_hex(&verified.state),
+                "state_cbor_hex": encode_hex(state),
                 "key_id": verified.key_id.get(),
                 "issued_at": verified.issued_at,
                 "expires_at": verified.expires_at,
             });
-            if let Some(state) = state_to_json(&value) {
+            if let Some(state) = state_to_json(value) {
                 out["state"] = state;
             }
             println!("{out}");
@@ -273,4 +310,63 @@ fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
 /// `--state-cbor-hex`: the hex, then [`state_from_cbor`].
 fn state_from_cbor_hex(hex: &str) -> Result<ciborium::Value, String> {
     state_from_cbor(&decode_hex(hex)?)
+}
+
+/// Why `verify` refused a token.
+enum VerifyError {
+    /// A refusal or caller error of the core.
+    Core(reqstate::Error),
+    /// The shared store did not record the token, and why.
+    NotRecorded(reqstate::Refusal, std::sync::Arc<str>),
+}
+
+impl From<reqstate::Error> for VerifyError {
+    fn from(e: reqstate::Error) -> Self {
+        VerifyError::Core(e)
+    }
+}
+
+impl VerifyError {
+    fn reason(&self) -> &'static str {
+        match self {
+            VerifyError::Core(e) => e.reason(),
+            VerifyError::NotRecorded(refusal, _) => refusal.reason(),
+        }
+    }
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerifyError::Core(e) => e.fmt(f),
+            VerifyError::NotRecorded(refusal, why) => write!(f, "{refusal}: {why}"),
+        }
+    }
+}
+
+/// The Redis store of `verify --consume --replay-store`, on a runtime of
+/// its own (the command is otherwise synchronous).
+fn shared_store(
+    args: &VerifyArgs,
+    url: &str,
+) -> Result<(tokio::runtime::Runtime, crate::replay::Replay), String> {
+    let config = crate::config::shared_store_config(
+        url,
+        false,
+        &args.replay_key_prefix,
+        args.replay_timeout_ms,
+        args.replay_max_skew_ms,
+    )
+    .map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime for the replay store: {e}"))?;
+    let metrics = crate::metrics::Metrics::new().map_err(|e| e.to_string())?;
+    let replay = {
+        let _entered = runtime.enter();
+        crate::replay::Replay::new(&config, std::sync::Arc::new(metrics))
+            .map_err(|e| e.to_string())?
+    };
+    Ok((runtime, replay))
 }

@@ -35,6 +35,8 @@ pub struct Metrics {
     draining: IntGauge,
     replay_records: IntCounterVec,
     replay_store_latency: prometheus::Histogram,
+    replay_store_clock_skew: prometheus::Gauge,
+    replay_store_max_skew: prometheus::Gauge,
     ready: AtomicBool,
 }
 
@@ -182,6 +184,23 @@ impl Metrics {
                 ]),
             ),
         )?;
+        let replay_store_clock_skew = registered(
+            &registry,
+            prometheus::Gauge::new(
+                "reqstate_replay_store_clock_skew_seconds",
+                "This sidecar's clock minus the replay store's (Redis TIME), at the last \
+                 reading (every 10 s); consumes are refused while its magnitude exceeds \
+                 reqstate_replay_store_max_skew_seconds",
+            ),
+        )?;
+        let replay_store_max_skew = registered(
+            &registry,
+            prometheus::Gauge::new(
+                "reqstate_replay_store_max_skew_seconds",
+                "The clock difference with the replay store beyond which consumes are \
+                 refused (--replay-max-skew-ms); 0 for the memory store",
+            ),
+        )?;
         Ok(Metrics {
             registry,
             calls,
@@ -197,6 +216,8 @@ impl Metrics {
             draining,
             replay_records,
             replay_store_latency,
+            replay_store_clock_skew,
+            replay_store_max_skew,
             ready: AtomicBool::new(true),
         })
     }
@@ -220,21 +241,26 @@ impl Metrics {
     }
 
     /// Counts one replay store call and the answer for each of its tokens.
-    pub fn observe_replay_store(
-        &self,
-        elapsed: Duration,
-        answers: &[Result<bool, reqstate::StoreError>],
-    ) {
+    pub fn observe_replay_store(&self, elapsed: Duration, answers: &[crate::replay::Recorded]) {
         self.replay_store_latency.observe(elapsed.as_secs_f64());
         for answer in answers {
             let result = match answer {
                 Ok(true) => "consumed",
                 Ok(false) => "replayed",
-                Err(reqstate::StoreError::Full) => "replay_store_full",
-                Err(reqstate::StoreError::Unavailable) => "replay_store_unavailable",
+                Err(failure) => match failure.error {
+                    reqstate::StoreError::Full => "replay_store_full",
+                    reqstate::StoreError::Unavailable => "replay_store_unavailable",
+                },
             };
             self.replay_records.with_label_values(&[result]).inc();
         }
+    }
+
+    /// Records a reading of the replay store's clock: this clock minus the
+    /// store's, and the bound.
+    pub fn observe_replay_store_clock(&self, skew_ms: i64, max_skew: Duration) {
+        self.replay_store_clock_skew.set(skew_ms as f64 / 1000.0);
+        self.replay_store_max_skew.set(max_skew.as_secs_f64());
     }
 
     /// Counts one item of a batch.

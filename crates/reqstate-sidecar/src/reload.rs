@@ -83,7 +83,7 @@ pub struct KeyringReloader {
     timeout: Duration,
     /// Reads running now: at most one in progress, plus any abandoned ones
     /// that are still stuck.
-    reads_running: Arc<AtomicUsize>,
+    reads: OffThreadReads,
 }
 
 impl std::fmt::Debug for KeyringReloader {
@@ -101,6 +101,88 @@ struct ReadRunning(Arc<AtomicUsize>);
 impl Drop for ReadRunning {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Reads of a file that grants power over the sidecar (the keyring, the
+/// bearer tokens), each on a thread of its own under a time limit, so that a
+/// hung file system (or a file stuck mid-write on a network volume) can
+/// neither hang a reload nor pile up threads: a read past its limit is
+/// abandoned (never applied, even if it ends later), and no new read starts
+/// while [`MAX_STUCK_READS`] abandoned ones are still stuck.
+#[derive(Debug, Default, Clone)]
+pub struct OffThreadReads {
+    running: Arc<AtomicUsize>,
+}
+
+/// Why an off-thread read gave nothing.
+#[derive(Debug)]
+pub enum ReadAbandoned {
+    /// Too many earlier reads are still stuck: this one did not start.
+    Stuck(usize),
+    /// No thread could be started.
+    NoThread(std::io::Error),
+    /// The thread ended without an answer (it panicked).
+    NoAnswer,
+    /// It took longer than its limit and was abandoned.
+    TimedOut(Duration),
+}
+
+impl std::fmt::Display for ReadAbandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadAbandoned::Stuck(n) => {
+                write!(f, "{n} earlier reads are still stuck; not starting another")
+            }
+            ReadAbandoned::NoThread(e) => write!(f, "cannot start a reload thread: {e}"),
+            ReadAbandoned::NoAnswer => f.write_str("the reload thread ended without an answer"),
+            ReadAbandoned::TimedOut(limit) => write!(
+                f,
+                "reading took longer than {} ms; abandoned (it will not be applied if it \
+                 ends later); the next change or SIGHUP tries again",
+                limit.as_millis()
+            ),
+        }
+    }
+}
+
+impl OffThreadReads {
+    /// Runs `read` on a thread named `name` and waits for it at most `limit`.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        name: &str,
+        limit: Duration,
+        read: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ReadAbandoned> {
+        let stuck = self.running.load(Ordering::SeqCst);
+        if stuck >= MAX_STUCK_READS {
+            return Err(ReadAbandoned::Stuck(stuck));
+        }
+        let (tx, mut rx) = oneshot::channel();
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let running = ReadRunning(self.running.clone());
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let _running = running;
+                // The receiver is gone only if this read was given up on.
+                let _ = tx.send(read());
+            })
+            // The closure (and its `ReadRunning`) was dropped with the error.
+            .map_err(ReadAbandoned::NoThread)?;
+        let answer = match tokio::time::timeout(limit, &mut rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(ReadAbandoned::NoAnswer),
+            Err(_elapsed) => Err(ReadAbandoned::TimedOut(limit)),
+        };
+        // Given up on or not, nothing more is taken from this read.
+        drop(rx);
+        answer
+    }
+
+    /// Reads running now, abandoned ones still stuck included.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
     }
 }
 
@@ -123,7 +205,7 @@ impl KeyringReloader {
             last_good: initial_contents,
             loader: Arc::new(load_keyring_file),
             timeout: RELOAD_TIMEOUT,
-            reads_running: Arc::new(AtomicUsize::new(0)),
+            reads: OffThreadReads::default(),
         }
     }
 
@@ -155,47 +237,24 @@ impl KeyringReloader {
     /// service stays; a read that was given up on is never applied, even if
     /// it ends later.
     pub async fn reload(&mut self, force: bool) {
-        let stuck = self.reads_running.load(Ordering::SeqCst);
-        if stuck >= MAX_STUCK_READS {
-            self.refused(&format_args!(
-                "{stuck} earlier reads of {} are still stuck; not starting another",
-                self.path.display()
-            ));
-            return;
-        }
-        let (tx, mut rx) = oneshot::channel();
         let (loader, path, permissions) =
             (self.loader.clone(), self.path.clone(), self.permissions);
-        self.reads_running.fetch_add(1, Ordering::SeqCst);
-        let running = ReadRunning(self.reads_running.clone());
-        let spawned = std::thread::Builder::new()
-            .name("keyring-reload".into())
-            .spawn(move || {
-                let _running = running;
-                // The receiver is gone only if this read was given up on.
-                let _ = tx.send(loader(&path, permissions));
-            });
-        if let Err(e) = spawned {
-            // The closure (and its `ReadRunning`) was dropped with the error.
-            self.refused(&format_args!("cannot start a reload thread: {e}"));
-            return;
-        }
-        let loaded = match tokio::time::timeout(self.timeout, &mut rx).await {
-            Ok(Ok(Ok(loaded))) => loaded,
-            Ok(Ok(Err(e))) => return self.refused(&e),
-            Ok(Err(_)) => return self.refused(&"the reload thread ended without an answer"),
-            Err(_elapsed) => {
-                self.metrics.reload_timed_out();
-                return self.refused(&format_args!(
-                    "reading {} took longer than {} ms; abandoned (it will not be applied \
-                     if it ends later); the next change or SIGHUP tries again",
-                    self.path.display(),
-                    self.timeout.as_millis()
-                ));
+        let read = self
+            .reads
+            .read("keyring-reload", self.timeout, move || {
+                loader(&path, permissions)
+            })
+            .await;
+        let loaded = match read {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(e)) => return self.refused(&e),
+            Err(abandoned) => {
+                if matches!(abandoned, ReadAbandoned::TimedOut(_)) {
+                    self.metrics.reload_timed_out();
+                }
+                return self.refused(&format_args!("{}: {abandoned}", self.path.display()));
             }
         };
-        // Given up on or not, nothing more is taken from this read.
-        drop(rx);
         if !force && loaded.contents == self.last_good {
             return;
         }
@@ -510,7 +569,7 @@ mod tests {
         // Let the abandoned read end; wait (bounded) until its thread is gone.
         release.send(())?;
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while reloader.reads_running.load(Ordering::SeqCst) > 0 {
+        while reloader.reads.running() > 0 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the released read never ended"

@@ -3,18 +3,27 @@
 //! sidecar of a fleet (`--replay-store redis://…`, `rediss://…`, `unix://…`,
 //! or a Redis Cluster with `--replay-cluster`).
 //!
-//! Redis records are written with one atomic `SET <name> 1 NX PXAT <ms>` per
-//! token (pipelined for a batch): exactly one of any number of concurrent
-//! consumes of a token, on any sidecar, gets `OK`. Every store call has a
-//! deadline; a store that errs or does not answer in time makes the consume
-//! fail closed (`REASON_REPLAY_STORE_UNAVAILABLE`) and nothing else: the
-//! sidecar keeps serving, and the Redis connection reconnects by itself.
+//! Redis records are written with one atomic `SET <name> <attempt> NX GET PX
+//! <ms>` per token (pipelined for a batch): exactly one of any number of
+//! concurrent consumes of a token, on any sidecar, records it. The lifetime is
+//! relative ([`reqstate::shared_record_lifetime`]): long enough for every
+//! verifier whatever its leeway, while every verifier's clock is within
+//! `--replay-max-skew-ms` of Redis's, which [`ClockGuard`] checks against Redis
+//! `TIME` (at start, every 10 s, and before a consume after a wall-clock step),
+//! refusing consumes while it does not hold. Every store call has a deadline;
+//! a store that errs or does not answer in time makes the consume fail closed
+//! (`REASON_REPLAY_STORE_UNAVAILABLE`) and nothing else: the sidecar keeps
+//! serving, and the Redis connection reconnects by itself. A call whose
+//! outcome is unknown (it may have been recorded) leaves its attempt id
+//! behind, so that the caller's retry through this sidecar is accepted once if
+//! it was ([`Pending`]).
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use reqstate::{MemoryReplayStore, ReplayStore as _, SpentId, StoreError};
+use reqstate::{MemoryReplayStore, Redemption, ReplayStore as _, SpentId, StoreError};
 use tokio::sync::OnceCell;
 
 use crate::metrics::Metrics;
@@ -23,8 +32,21 @@ use crate::metrics::Metrics;
 pub const DEFAULT_MEMORY_CAPACITY: usize = 1_000_000;
 /// The default `--replay-timeout-ms`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
-/// The default `--replay-key-prefix`.
+/// The default `--replay-key-prefix`, the same in every implementation
+/// (the TypeScript and Python Redis stores), so that they share records.
 pub const DEFAULT_KEY_PREFIX: &str = "reqstate:";
+/// The default `--replay-max-skew-ms`: how far any verifier's clock may be
+/// from Redis's before consumes are refused.
+pub const DEFAULT_MAX_SKEW: Duration = Duration::from_millis(2000);
+/// How often the clock guard reads Redis `TIME`.
+pub const CLOCK_CHECK_PERIOD: Duration = Duration::from_secs(10);
+/// A reading older than this is taken again before a consume is answered.
+const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(30);
+/// A wall-clock step larger than this since the last reading (seen as a
+/// change of wall time minus monotonic time) makes the guard read again.
+const CLOCK_STEP_MS: i128 = 100;
+/// Attempts of unknown outcome remembered at most (see [`Pending`]).
+const MAX_PENDING: usize = 10_000;
 
 /// Where spent tokens are recorded, as configured.
 #[derive(Clone, PartialEq, Eq)]
@@ -43,6 +65,8 @@ pub enum ReplayStoreConfig {
         prefix: String,
         /// Deadline of each store call.
         timeout: Duration,
+        /// How far this sidecar's clock may be from Redis's.
+        max_skew: Duration,
     },
     /// A Redis Cluster, found from these seed nodes.
     Cluster {
@@ -52,6 +76,8 @@ pub enum ReplayStoreConfig {
         prefix: String,
         /// Deadline of each store call.
         timeout: Duration,
+        /// How far this sidecar's clock may be from the cluster's.
+        max_skew: Duration,
     },
 }
 
@@ -67,16 +93,19 @@ impl fmt::Debug for ReplayStoreConfig {
                 url,
                 prefix,
                 timeout,
+                max_skew,
             } => f
                 .debug_struct("Redis")
                 .field("url", &redacted(url))
                 .field("prefix", prefix)
                 .field("timeout", timeout)
+                .field("max_skew", max_skew)
                 .finish(),
             ReplayStoreConfig::Cluster {
                 urls,
                 prefix,
                 timeout,
+                max_skew,
             } => f
                 .debug_struct("Cluster")
                 .field(
@@ -85,32 +114,293 @@ impl fmt::Debug for ReplayStoreConfig {
                 )
                 .field("prefix", prefix)
                 .field("timeout", timeout)
+                .field("max_skew", max_skew)
                 .finish(),
         }
     }
 }
 
-/// A URL with any password replaced by `***`, for logs and errors.
-pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+/// A store URL (or a comma-separated list of them) with every credential
+/// replaced by `***`, for logs and errors: the password of the user-info
+/// (everything between the first `:` after the scheme and the **last** `@`
+/// of the authority, so a password holding `/`, `@` or `:` is hidden whole),
+/// a user-info that is a password alone (`redis://secret@host`), and the
+/// value of every `pass` or `password` query parameter (`unix://…?pass=`).
+pub fn redacted(urls: &str) -> String {
+    urls.split(',')
+        .map(redacted_one)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn redacted_one(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
     };
-    let (authority, path) = match rest.find('/') {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
+    let mut shown = match head.split_once("://") {
+        // The authority ends at the first `/` after the last `@`: a
+        // password may hold `/` (unencoded) and still be hidden whole.
+        Some((scheme, rest)) => match rest.rfind('@') {
+            Some(at) => {
+                let userinfo = &rest[..at];
+                let user = match userinfo.split_once(':') {
+                    Some((user, _password)) => format!("{user}:***"),
+                    // `redis://secret@host` puts the password alone before `@`.
+                    None => "***".to_string(),
+                };
+                format!("{scheme}://{user}@{}", &rest[at + 1..])
+            }
+            None => head.to_string(),
+        },
+        None => head.to_string(),
     };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            let shown = if userinfo.contains(':') {
-                format!("{user}:***")
-            } else {
-                // `redis://secret@host` puts the password alone before `@`.
-                "***".to_string()
-            };
-            format!("{scheme}://{shown}@{host}{path}")
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if is_password_param(name) => format!("{name}=***"),
+                _ => param.to_string(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&params.join("&"));
+    }
+    shown
+}
+
+fn is_password_param(name: &str) -> bool {
+    name.eq_ignore_ascii_case("pass") || name.eq_ignore_ascii_case("password")
+}
+
+/// One single-use token to record: its record, how long an in-process store
+/// keeps it, and what a shared store needs to compute its lifetime.
+#[derive(Debug, Clone, Copy)]
+pub struct Spend {
+    /// The record.
+    pub id: SpentId,
+    /// `expires_at + leeway` of this verifier: the memory store's expiry.
+    pub until: u64,
+    /// The token's expiry (unix seconds).
+    pub expires_at: u64,
+}
+
+impl Spend {
+    /// The record a redemption asks for.
+    pub fn of<T>(redemption: &Redemption<T>) -> Spend {
+        Spend {
+            id: redemption.spent_id(),
+            until: redemption.record_until(),
+            expires_at: redemption.expires_at(),
         }
-        None => url.to_string(),
+    }
+}
+
+/// Why a store did not record a token, with what the caller should know
+/// beyond the reason (a clock out of bounds, an outcome that is unknown).
+#[derive(Debug, Clone)]
+pub struct StoreFailure {
+    /// The reason: full or unavailable.
+    pub error: StoreError,
+    /// What to tell the caller, if more than the reason says.
+    pub why: Option<Arc<str>>,
+}
+
+impl StoreFailure {
+    fn unavailable(why: impl Into<Arc<str>>) -> Self {
+        StoreFailure {
+            error: StoreError::Unavailable,
+            why: Some(why.into()),
+        }
+    }
+}
+
+impl From<StoreError> for StoreFailure {
+    fn from(error: StoreError) -> Self {
+        StoreFailure { error, why: None }
+    }
+}
+
+/// A store's answer for one token: `Ok(true)` if this call recorded it.
+pub type Recorded = Result<bool, StoreFailure>;
+
+/// This sidecar's clock against the store's (Redis `TIME`), kept as the
+/// last reading: consumes are refused while the difference, plus the
+/// reading's own uncertainty, exceeds `max_skew`.
+#[derive(Debug)]
+struct ClockGuard {
+    max_skew: Duration,
+    reading: Mutex<Option<ClockReading>>,
+    /// The monotonic origin that wall-clock steps are measured against.
+    origin: Instant,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ClockReading {
+    /// This clock minus the store's, in ms (positive: this one is ahead).
+    skew_ms: i64,
+    /// Half the round trip of the reading, in ms.
+    uncertainty_ms: i64,
+    /// When it was taken.
+    at: Instant,
+    /// Wall time minus monotonic time then, in ms: a step of the wall clock
+    /// since changes it.
+    wall_minus_monotonic_ms: i128,
+}
+
+fn wall_ms() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i128)
+}
+
+impl ClockGuard {
+    fn new(max_skew: Duration) -> Self {
+        ClockGuard {
+            max_skew,
+            reading: Mutex::new(None),
+            origin: Instant::now(),
+        }
+    }
+
+    fn wall_minus_monotonic_ms(&self) -> i128 {
+        wall_ms() - self.origin.elapsed().as_millis() as i128
+    }
+
+    fn last(&self) -> Option<ClockReading> {
+        *self.reading.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the last reading may be used for a consume now.
+    fn fresh(&self) -> Option<ClockReading> {
+        let reading = self.last()?;
+        let stepped = (self.wall_minus_monotonic_ms() - reading.wall_minus_monotonic_ms).abs()
+            > CLOCK_STEP_MS;
+        (reading.at.elapsed() <= CLOCK_READING_MAX_AGE && !stepped).then_some(reading)
+    }
+
+    /// Takes a reading from `TIME`'s answer, given the wall clock before the
+    /// call was sent and after its answer; logs a change of verdict.
+    fn record(
+        &self,
+        sent_ms: i128,
+        answered_ms: i128,
+        store_ms: i128,
+        metrics: &crate::metrics::Metrics,
+    ) {
+        let middle = (sent_ms + answered_ms) / 2;
+        let reading = ClockReading {
+            skew_ms: (middle - store_ms).clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            uncertainty_ms: ((answered_ms - sent_ms).max(0) / 2 + 1) as i64,
+            at: Instant::now(),
+            wall_minus_monotonic_ms: self.wall_minus_monotonic_ms(),
+        };
+        let previous = self
+            .reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(reading);
+        metrics.observe_replay_store_clock(reading.skew_ms, self.max_skew);
+        let was_within = previous.is_none_or(|p| self.verdict(&p).is_ok());
+        match self.verdict(&reading) {
+            Err(why) if was_within => tracing::error!(
+                skew_ms = reading.skew_ms,
+                max_skew_ms = self.max_skew.as_millis() as u64,
+                "{why}"
+            ),
+            Ok(()) if !was_within => tracing::info!(
+                skew_ms = reading.skew_ms,
+                "the clocks agree again with the replay store's: consumes are accepted"
+            ),
+            _ => {}
+        }
+    }
+
+    /// Whether a reading allows consumes, and why not.
+    fn verdict(&self, reading: &ClockReading) -> Result<(), String> {
+        let max = self.max_skew.as_millis() as i64;
+        let off = reading.skew_ms.saturating_abs();
+        if off.saturating_add(reading.uncertainty_ms) <= max {
+            return Ok(());
+        }
+        let direction = if reading.skew_ms > 0 {
+            "ahead of"
+        } else {
+            "behind"
+        };
+        Err(format!(
+            "the clock here is {off} ms (± {} ms) {direction} the replay store's (Redis TIME), \
+             more than the {max} ms allowed (--replay-max-skew-ms): consumes are refused until \
+             the clocks agree, since a spent-token record could expire while a verifier still \
+             accepts its token",
+            reading.uncertainty_ms
+        ))
+    }
+}
+
+/// Attempts whose outcome is unknown: a `SET` that timed out or whose
+/// connection failed may still have been recorded. Its record name and
+/// attempt id stay here until the record's lifetime ends, so that the
+/// caller's retry through this sidecar sends the same attempt id and is
+/// accepted if Redis holds exactly that (the earlier call recorded it, and
+/// its caller was refused: no one was accepted yet). A retry takes the entry
+/// out first, so concurrent retries cannot both be accepted. Bounded: beyond
+/// [`MAX_PENDING`] an attempt is not remembered, and its retry is refused
+/// as a replay if the earlier call did record it (the safe side).
+#[derive(Debug, Default)]
+struct Pending {
+    attempts: Mutex<HashMap<String, ([u8; 16], Instant)>>,
+}
+
+impl Pending {
+    fn take(&self, name: &str) -> Option<[u8; 16]> {
+        let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
+        match attempts.remove(name) {
+            Some((attempt, until)) if until > Instant::now() => Some(attempt),
+            _ => None,
+        }
+    }
+
+    fn remember(&self, name: String, attempt: [u8; 16], lifetime: Duration) {
+        let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if attempts.len() >= MAX_PENDING {
+            attempts.retain(|_, (_, until)| *until > now);
+        }
+        if attempts.len() < MAX_PENDING {
+            attempts.insert(name, (attempt, now + lifetime));
+        }
+    }
+}
+
+/// One `SET … NX GET PX` to send: the record, the attempt id it writes, and
+/// whether that id is a pending one (so that finding it there means this
+/// sidecar's earlier call recorded it).
+struct Attempt {
+    name: String,
+    attempt: [u8; 16],
+    reused: bool,
+    lifetime: Duration,
+}
+
+impl Attempt {
+    fn command(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&self.name)
+            .arg(reqstate_cli_state::encode_hex(&self.attempt))
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(self.lifetime.as_millis().clamp(1000, i64::MAX as u128) as u64);
+        cmd
+    }
+
+    /// `SET … NX GET` answers nil when it set the key, else the value held.
+    fn recorded(&self, reply: Option<String>) -> bool {
+        match reply {
+            None => true,
+            Some(held) => self.reused && held == reqstate_cli_state::encode_hex(&self.attempt),
+        }
     }
 }
 
@@ -128,6 +418,13 @@ struct Cluster {
     connection: OnceCell<redis::cluster_async::ClusterConnection>,
 }
 
+/// A connection to a Redis server or cluster, for one call.
+#[derive(Clone)]
+enum Connection {
+    Redis(redis::aio::ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
 /// The sidecar's spent-token store.
 pub struct Replay {
     backend: Backend,
@@ -135,6 +432,9 @@ pub struct Replay {
     timeout: Duration,
     metrics: Arc<Metrics>,
     description: String,
+    /// Redis only: the clock check and the attempts of unknown outcome.
+    clock: Option<ClockGuard>,
+    pending: Pending,
 }
 
 impl fmt::Debug for Replay {
@@ -160,7 +460,8 @@ impl std::error::Error for ReplaySetupError {}
 impl Replay {
     /// Sets the store up. Nothing is connected yet: a Redis that is down at
     /// start makes consumes fail closed until it is up, and the sidecar
-    /// serves everything else meanwhile.
+    /// serves everything else meanwhile. [`Replay::watch_clock`] connects
+    /// at once and keeps the clock check current.
     pub fn new(
         config: &ReplayStoreConfig,
         metrics: Arc<Metrics>,
@@ -172,17 +473,19 @@ impl Replay {
                 e.detail().unwrap_or("not a Redis URL")
             ))
         };
-        let (backend, prefix, timeout, description) = match config {
+        let (backend, prefix, timeout, description, clock) = match config {
             ReplayStoreConfig::Memory { capacity } => (
                 Backend::Memory(MemoryReplayStore::new(*capacity)),
                 String::new(),
                 DEFAULT_TIMEOUT,
                 format!("memory (capacity {capacity})"),
+                None,
             ),
             ReplayStoreConfig::Redis {
                 url,
                 prefix,
                 timeout,
+                max_skew,
             } => {
                 if url.starts_with("rediss://") {
                     install_tls_provider();
@@ -201,12 +504,14 @@ impl Replay {
                     prefix.clone(),
                     *timeout,
                     format!("redis {}", redacted(url)),
+                    Some(ClockGuard::new(*max_skew)),
                 )
             }
             ReplayStoreConfig::Cluster {
                 urls,
                 prefix,
                 timeout,
+                max_skew,
             } => {
                 if urls.iter().any(|u| u.starts_with("rediss://")) {
                     install_tls_provider();
@@ -225,13 +530,8 @@ impl Replay {
                     })),
                     prefix.clone(),
                     *timeout,
-                    format!(
-                        "redis cluster {}",
-                        urls.iter()
-                            .map(|u| redacted(u))
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    ),
+                    format!("redis cluster {}", redacted(&urls.join(","))),
+                    Some(ClockGuard::new(*max_skew)),
                 )
             }
         };
@@ -241,6 +541,8 @@ impl Replay {
             timeout,
             metrics,
             description,
+            clock,
+            pending: Pending::default(),
         })
     }
 
@@ -253,34 +555,35 @@ impl Replay {
         format!("{}{}", self.prefix, id.record_name())
     }
 
-    /// Records one spent token: `Ok(true)` if this call recorded it.
-    pub async fn record(&self, id: &SpentId, until: u64, now: u64) -> Result<bool, StoreError> {
-        self.record_many(&[(*id, until)], now)
-            .await
-            .pop()
-            .unwrap_or(Err(StoreError::Unavailable))
+    /// For a shared store: reads its clock now and then every
+    /// [`CLOCK_CHECK_PERIOD`], for as long as the store lives (which also
+    /// opens the connection at start rather than on the first consume).
+    /// Nothing for the memory store.
+    pub fn watch_clock(self: &Arc<Self>) {
+        if self.clock.is_none() {
+            return;
+        }
+        let replay = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(CLOCK_CHECK_PERIOD);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(replay) = replay.upgrade() else {
+                    return;
+                };
+                if let Ok(connection) = replay.connection().await {
+                    let _ = replay.read_clock(&connection).await;
+                }
+            }
+        });
     }
 
-    /// Records many spent tokens in one round trip (a pipeline on Redis),
-    /// one answer per item, in order.
-    pub async fn record_many(
-        &self,
-        items: &[(SpentId, u64)],
-        now: u64,
-    ) -> Vec<Result<bool, StoreError>> {
-        if items.is_empty() {
-            return Vec::new();
-        }
-        let started = Instant::now();
-        let answers = match &self.backend {
-            Backend::Memory(store) => items
-                .iter()
-                .map(|(id, until)| store.insert_if_absent(id, *until, now))
-                .collect(),
-            Backend::Redis(manager) => {
-                let mut connection = manager.clone();
-                self.pipelined(&mut connection, items).await
-            }
+    /// The connection to a shared store, or why there is none.
+    async fn connection(&self) -> Result<Connection, StoreFailure> {
+        match &self.backend {
+            Backend::Memory(_) => Err(StoreError::Unavailable.into()),
+            Backend::Redis(manager) => Ok(Connection::Redis(manager.clone())),
             Backend::Cluster(cluster) => {
                 let connected = tokio::time::timeout(
                     self.timeout,
@@ -290,36 +593,162 @@ impl Replay {
                 )
                 .await;
                 match connected {
-                    Ok(Ok(connection)) => self.concurrent(connection, items).await,
+                    Ok(Ok(connection)) => Ok(Connection::Cluster(connection.clone())),
                     Ok(Err(e)) => {
                         tracing::warn!(error = ?e.kind(), "replay store: cannot reach the cluster");
-                        vec![Err(StoreError::Unavailable); items.len()]
+                        Err(StoreFailure::unavailable(
+                            "the replay store cannot be reached",
+                        ))
                     }
-                    Err(_) => vec![Err(StoreError::Unavailable); items.len()],
+                    Err(_) => Err(StoreFailure::unavailable(format!(
+                        "the replay store did not answer within {} ms",
+                        self.timeout.as_millis()
+                    ))),
                 }
             }
+        }
+    }
+
+    /// Reads the store's clock (`TIME`) into the guard.
+    async fn read_clock(&self, connection: &Connection) -> Result<(), StoreFailure> {
+        let Some(clock) = &self.clock else {
+            return Ok(());
+        };
+        let sent = wall_ms();
+        let cmd = redis::cmd("TIME");
+        let answer = match connection.clone() {
+            Connection::Redis(mut c) => {
+                tokio::time::timeout(self.timeout, cmd.query_async::<(i64, i64)>(&mut c)).await
+            }
+            Connection::Cluster(mut c) => {
+                tokio::time::timeout(self.timeout, cmd.query_async::<(i64, i64)>(&mut c)).await
+            }
+        };
+        let answered = wall_ms();
+        match answer {
+            Ok(Ok((seconds, micros))) => {
+                let store_ms = i128::from(seconds) * 1000 + i128::from(micros) / 1000;
+                clock.record(sent, answered, store_ms, &self.metrics);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(store_error(&e).into()),
+            Err(_) => Err(StoreFailure::unavailable(format!(
+                "the replay store did not answer TIME within {} ms",
+                self.timeout.as_millis()
+            ))),
+        }
+    }
+
+    /// Whether consumes may be recorded now: a fresh reading of the store's
+    /// clock within bounds (read again first if it is stale, or if the wall
+    /// clock stepped since).
+    async fn clock_allows(&self, connection: &Connection) -> Result<(), StoreFailure> {
+        let Some(clock) = &self.clock else {
+            return Ok(());
+        };
+        let reading = match clock.fresh() {
+            Some(reading) => reading,
+            None => {
+                self.read_clock(connection).await?;
+                clock.last().ok_or_else(|| {
+                    StoreFailure::unavailable("the replay store's clock could not be read")
+                })?
+            }
+        };
+        clock.verdict(&reading).map_err(StoreFailure::unavailable)
+    }
+
+    /// Records one spent token: `Ok(true)` if this call recorded it.
+    pub async fn record(&self, spend: Spend, now: u64) -> Recorded {
+        self.record_many(&[spend], now)
+            .await
+            .pop()
+            .unwrap_or(Err(StoreError::Unavailable.into()))
+    }
+
+    /// Records many spent tokens in one round trip (a pipeline on Redis),
+    /// one answer per item, in order.
+    pub async fn record_many(&self, items: &[Spend], now: u64) -> Vec<Recorded> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let started = Instant::now();
+        let answers = match &self.backend {
+            Backend::Memory(store) => items
+                .iter()
+                .map(|spend| {
+                    store
+                        .insert_if_absent(&spend.id, spend.until, now)
+                        .map_err(StoreFailure::from)
+                })
+                .collect(),
+            Backend::Redis(_) | Backend::Cluster(_) => self.record_shared(items, now).await,
         };
         self.metrics
             .observe_replay_store(started.elapsed(), &answers);
         answers
     }
 
-    /// The command that records one token: `SET <name> 1 NX PXAT <ms>`.
-    /// The record must outlive the token: `until` is in seconds, PXAT in
-    /// milliseconds; a date past what Redis can hold is clamped there (it
-    /// outlives every token anyway).
-    fn set_command(&self, id: &SpentId, until: u64) -> redis::Cmd {
-        let expire_ms = until
-            .saturating_add(1)
-            .saturating_mul(1000)
-            .min(i64::MAX as u64);
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(self.record_name(id))
-            .arg(1)
-            .arg("NX")
-            .arg("PXAT")
-            .arg(expire_ms);
-        cmd
+    async fn record_shared(&self, items: &[Spend], now: u64) -> Vec<Recorded> {
+        let refuse_all = |failure: StoreFailure| vec![Err(failure); items.len()];
+        let connection = match self.connection().await {
+            Ok(connection) => connection,
+            Err(failure) => return refuse_all(failure),
+        };
+        if let Err(failure) = self.clock_allows(&connection).await {
+            return refuse_all(failure);
+        }
+        let max_skew = self.clock.as_ref().map_or(DEFAULT_MAX_SKEW, |c| c.max_skew);
+        let mut attempts = Vec::with_capacity(items.len());
+        for spend in items {
+            let name = self.record_name(&spend.id);
+            let (attempt, reused) = match self.pending.take(&name) {
+                Some(attempt) => (attempt, true),
+                None => {
+                    let mut attempt = [0u8; 16];
+                    if reqstate::SecureRandom::fill(&reqstate::BufferedRandom, &mut attempt)
+                        .is_err()
+                    {
+                        return refuse_all(StoreFailure::unavailable(
+                            "no OS randomness for the record's attempt id",
+                        ));
+                    }
+                    (attempt, false)
+                }
+            };
+            attempts.push(Attempt {
+                name,
+                attempt,
+                reused,
+                lifetime: reqstate::shared_record_lifetime(spend.expires_at, now, max_skew),
+            });
+        }
+        let replies = match connection {
+            Connection::Redis(mut c) => self.pipelined(&mut c, &attempts).await,
+            Connection::Cluster(c) => self.concurrent(&c, &attempts).await,
+        };
+        attempts
+            .into_iter()
+            .zip(replies)
+            .map(|(attempt, reply)| match reply {
+                Ok(reply) => Ok(attempt.recorded(reply)),
+                Err(failure) => {
+                    // It may have been recorded: let this sidecar's retry
+                    // of the same consume find out.
+                    let why = format!(
+                        "{}; the token may have been recorded: retry the same consume \
+                         through this same sidecar, which accepts it once if so",
+                        failure.why.as_deref().unwrap_or("the replay store failed")
+                    );
+                    self.pending
+                        .remember(attempt.name, attempt.attempt, attempt.lifetime);
+                    Err(StoreFailure {
+                        error: failure.error,
+                        why: Some(why.into()),
+                    })
+                }
+            })
+            .collect()
     }
 
     /// One SET per item, all in flight at once on the cluster's multiplexed
@@ -328,66 +757,61 @@ impl Replay {
     async fn concurrent(
         &self,
         connection: &redis::cluster_async::ClusterConnection,
-        items: &[(SpentId, u64)],
-    ) -> Vec<Result<bool, StoreError>> {
-        let calls = items.iter().map(|(id, until)| {
+        attempts: &[Attempt],
+    ) -> Vec<Result<Option<String>, StoreFailure>> {
+        let calls = attempts.iter().map(|attempt| {
             let mut connection = connection.clone();
-            let cmd = self.set_command(id, *until);
+            let cmd = attempt.command();
             async move { cmd.query_async::<Option<String>>(&mut connection).await }
         });
         match tokio::time::timeout(self.timeout, futures_util::future::join_all(calls)).await {
             Ok(replies) => replies
                 .into_iter()
-                .map(|reply| match reply {
-                    Ok(reply) => Ok(reply.is_some()),
-                    Err(e) => Err(store_error(&e)),
-                })
+                .map(|reply| reply.map_err(|e| store_error(&e).into()))
                 .collect(),
-            Err(_) => {
-                tracing::warn!(
-                    timeout_ms = self.timeout.as_millis() as u64,
-                    "replay store timed out"
-                );
-                vec![Err(StoreError::Unavailable); items.len()]
-            }
+            Err(_) => vec![Err(self.timed_out()); attempts.len()],
         }
     }
 
-    /// `SET <name> 1 NX PXAT <ms>` for each item, in one pipeline (one round
-    /// trip), under the deadline.
+    /// `SET … NX GET PX` for each item, in one pipeline (one round trip),
+    /// under the deadline.
     async fn pipelined<C: redis::aio::ConnectionLike + Send>(
         &self,
         connection: &mut C,
-        items: &[(SpentId, u64)],
-    ) -> Vec<Result<bool, StoreError>> {
+        attempts: &[Attempt],
+    ) -> Vec<Result<Option<String>, StoreFailure>> {
         let mut pipeline = redis::pipe();
-        for (id, until) in items {
-            pipeline.add_command(self.set_command(id, *until));
+        for attempt in attempts {
+            pipeline.add_command(attempt.command());
         }
         let answered: Result<Result<Vec<Option<String>>, redis::RedisError>, _> =
             tokio::time::timeout(self.timeout, pipeline.query_async(connection)).await;
         match answered {
-            Ok(Ok(replies)) if replies.len() == items.len() => replies
-                .into_iter()
-                .map(|reply| Ok(reply.is_some()))
-                .collect(),
+            Ok(Ok(replies)) if replies.len() == attempts.len() => {
+                replies.into_iter().map(Ok).collect()
+            }
             Ok(Ok(replies)) => {
                 tracing::warn!(
-                    expected = items.len(),
+                    expected = attempts.len(),
                     got = replies.len(),
                     "replay store: a pipeline answered the wrong number of replies"
                 );
-                vec![Err(StoreError::Unavailable); items.len()]
+                vec![Err(StoreError::Unavailable.into()); attempts.len()]
             }
-            Ok(Err(e)) => vec![Err(store_error(&e)); items.len()],
-            Err(_) => {
-                tracing::warn!(
-                    timeout_ms = self.timeout.as_millis() as u64,
-                    "replay store timed out"
-                );
-                vec![Err(StoreError::Unavailable); items.len()]
-            }
+            Ok(Err(e)) => vec![Err(store_error(&e).into()); attempts.len()],
+            Err(_) => vec![Err(self.timed_out()); attempts.len()],
         }
+    }
+
+    fn timed_out(&self) -> StoreFailure {
+        tracing::warn!(
+            timeout_ms = self.timeout.as_millis() as u64,
+            "replay store timed out"
+        );
+        StoreFailure::unavailable(format!(
+            "the replay store did not answer within {} ms",
+            self.timeout.as_millis()
+        ))
     }
 }
 
@@ -414,20 +838,135 @@ fn install_tls_provider() {
 mod tests {
     use super::*;
 
+    /// Security review round 3, finding 4: every shape of store URL that can
+    /// carry a credential is shown without it.
     #[test]
     fn passwords_never_reach_logs() {
-        assert_eq!(
-            redacted("redis://app:hunter2@cache:6379/0"),
-            "redis://app:***@cache:6379/0"
-        );
-        assert_eq!(redacted("rediss://hunter2@cache"), "rediss://***@cache");
-        assert_eq!(redacted("redis://cache:6379"), "redis://cache:6379");
-        assert_eq!(redacted("unix:///run/redis.sock"), "unix:///run/redis.sock");
-        let config = ReplayStoreConfig::Redis {
-            url: "redis://u:hunter2@h".into(),
+        let cases = [
+            (
+                "redis://app:hunter2@cache:6379/0",
+                "redis://app:***@cache:6379/0",
+            ),
+            ("rediss://hunter2@cache", "rediss://***@cache"),
+            ("redis://cache:6379", "redis://cache:6379"),
+            ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+            // A password holding `/`, `@` and `:` (not percent-encoded).
+            (
+                "redis://app:hun/ter@2:x@cache:6379/0",
+                "redis://app:***@cache:6379/0",
+            ),
+            ("redis://:s3cr/et@cache", "redis://:***@cache"),
+            // A cluster's node list.
+            (
+                "redis://a:pw1@n1:7000,redis://a:pw/2@n2:7001,redis://n3:7002",
+                "redis://a:***@n1:7000,redis://a:***@n2:7001,redis://n3:7002",
+            ),
+            // Unix sockets take their credentials as query parameters.
+            (
+                "unix:///run/redis.sock?db=2&pass=hunter2",
+                "unix:///run/redis.sock?db=2&pass=***",
+            ),
+            (
+                "redis+unix:///run/redis.sock?user=app&password=hunter2",
+                "redis+unix:///run/redis.sock?user=app&password=***",
+            ),
+            (
+                "rediss://u:p@w@cache/0?protocol=resp3&PASSWORD=x",
+                "rediss://u:***@cache/0?protocol=resp3&PASSWORD=***",
+            ),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redacted(url), shown, "{url}");
+            for secret in ["hunter2", "hun/ter", "s3cr", "pw1", "pw/2", "p@w"] {
+                assert!(!redacted(url).contains(secret), "{url}");
+            }
+        }
+        let config = ReplayStoreConfig::Cluster {
+            urls: vec!["redis://u:hun/ter2@h:1".into(), "redis://u:x@y@h:2".into()],
             prefix: "p:".into(),
             timeout: DEFAULT_TIMEOUT,
+            max_skew: DEFAULT_MAX_SKEW,
         };
-        assert!(!format!("{config:?}").contains("hunter2"));
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("hun/ter2") && !shown.contains("x@y"),
+            "{shown}"
+        );
+    }
+
+    fn reading(skew_ms: i64, uncertainty_ms: i64) -> ClockReading {
+        ClockReading {
+            skew_ms,
+            uncertainty_ms,
+            at: Instant::now(),
+            wall_minus_monotonic_ms: 0,
+        }
+    }
+
+    #[test]
+    fn clock_readings_beyond_the_bound_refuse_and_say_why() {
+        let guard = ClockGuard::new(Duration::from_millis(2000));
+        assert!(guard.verdict(&reading(1500, 10)).is_ok());
+        assert!(guard.verdict(&reading(-1990, 10)).is_ok());
+        // The reading's own uncertainty counts against the bound.
+        let why = guard
+            .verdict(&reading(-1995, 10))
+            .expect_err("out of bounds");
+        assert!(why.contains("1995 ms (± 10 ms) behind"), "{why}");
+        let why = guard.verdict(&reading(4200, 1)).expect_err("out of bounds");
+        assert!(
+            why.contains("ahead of") && why.contains("2000 ms allowed"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_stale_or_stepped_reading_is_not_used() {
+        let guard = ClockGuard::new(Duration::from_millis(2000));
+        assert!(guard.fresh().is_none(), "no reading yet");
+        let now = guard.wall_minus_monotonic_ms();
+        *guard.reading.lock().expect("lock") = Some(ClockReading {
+            wall_minus_monotonic_ms: now,
+            ..reading(0, 1)
+        });
+        assert!(guard.fresh().is_some());
+        // The wall clock stepped by a second since the reading.
+        *guard.reading.lock().expect("lock") = Some(ClockReading {
+            wall_minus_monotonic_ms: now - 1000,
+            ..reading(0, 1)
+        });
+        assert!(guard.fresh().is_none(), "a step went unnoticed");
+    }
+
+    #[test]
+    fn a_pending_attempt_is_taken_once() {
+        let pending = Pending::default();
+        pending.remember("n".into(), [7; 16], Duration::from_secs(60));
+        assert_eq!(pending.take("n"), Some([7; 16]));
+        assert_eq!(pending.take("n"), None, "taken twice");
+        pending.remember("old".into(), [1; 16], Duration::ZERO);
+        assert_eq!(pending.take("old"), None, "an expired attempt was reused");
+    }
+
+    #[test]
+    fn set_nx_get_answers_decide_the_consume() {
+        let attempt = Attempt {
+            name: "reqstate:spent:v1:1:00".into(),
+            attempt: [0xab; 16],
+            reused: false,
+            lifetime: Duration::from_secs(5),
+        };
+        assert!(attempt.recorded(None));
+        let mine = reqstate_cli_state::encode_hex(&[0xab; 16]);
+        // A fresh attempt finding any value, its own included, is a replay.
+        assert!(!attempt.recorded(Some(mine.clone())));
+        let retry = Attempt {
+            reused: true,
+            ..attempt
+        };
+        assert!(retry.recorded(Some(mine)));
+        assert!(!retry.recorded(Some("someone else".into())));
+        let args = retry.command().args_iter().count();
+        assert_eq!(args, 7, "SET name attempt NX GET PX ms");
     }
 }

@@ -111,7 +111,12 @@ async fn serve(config: ServeConfig) -> u8 {
         }
     };
     let replay = match Replay::new(&replay, metrics.clone()) {
-        Ok(replay) => Arc::new(replay),
+        Ok(replay) => {
+            let replay = Arc::new(replay);
+            // Connects now, and keeps the clock check against Redis current.
+            replay.watch_clock();
+            replay
+        }
         Err(e) => {
             tracing::error!(error = %e, "bad configuration");
             return EXIT_BAD_CONFIG;
@@ -172,10 +177,16 @@ async fn serve(config: ServeConfig) -> u8 {
             path,
             contents,
             tokens,
+            permissions,
         }) => {
             let shared_tokens = Arc::new(ArcSwap::from_pointee(tokens));
-            let reloader =
-                TokenReloader::new(path, shared_tokens.clone(), contents, metrics.clone());
+            let reloader = TokenReloader::new(
+                path,
+                permissions,
+                shared_tokens.clone(),
+                contents,
+                metrics.clone(),
+            );
             (Some(shared_tokens), Some(reloader))
         }
         None => (None, None),

@@ -15,7 +15,7 @@ use crate::call_metrics::answer;
 use crate::config::Limits;
 use crate::live_keyring::SharedKeyring;
 use crate::metrics::Metrics;
-use crate::replay::Replay;
+use crate::replay::{Replay, Spend};
 use crate::wire::{
     self, Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status, mint_one,
     refused_verify_response, wire_reason,
@@ -97,11 +97,7 @@ impl RequestState for RequestStateService {
             Checked::Consume(redemption) => {
                 let recorded = self
                     .replay
-                    .record(
-                        &redemption.spent_id(),
-                        redemption.record_until(),
-                        redemption.now(),
-                    )
+                    .record(Spend::of(&redemption), redemption.now())
                     .await;
                 finish_consume(redemption, recorded)
             }
@@ -110,6 +106,9 @@ impl RequestState for RequestStateService {
             Ok(verified) => Ok(answer(verified, "ok")),
             Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
             Err(VerifyFailure::Refused(e)) => Ok(answer(refused_verify_response(&e), e.reason())),
+            Err(failure @ VerifyFailure::NotRecorded(..)) => {
+                Ok(answer(failure.in_band(), failure.reason()))
+            }
         }
     }
 
@@ -162,7 +161,7 @@ impl RequestState for RequestStateService {
         let to_record: Vec<_> = checked
             .iter()
             .filter_map(|c| match c {
-                Checked::Consume(r) => Some((r.spent_id(), r.record_until())),
+                Checked::Consume(r) => Some(Spend::of(r)),
                 Checked::Done(_) => None,
             })
             .collect();
@@ -182,7 +181,7 @@ impl RequestState for RequestStateService {
                 Checked::Consume(redemption) => {
                     let answer = recorded
                         .next()
-                        .unwrap_or(Err(reqstate::StoreError::Unavailable));
+                        .unwrap_or(Err(reqstate::StoreError::Unavailable.into()));
                     finish_consume(redemption, answer)
                 }
             };
@@ -248,7 +247,8 @@ impl RequestState for RequestStateService {
                 ))
             }
             Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
-            Err(VerifyFailure::Refused(e)) => Ok(answer(
+            // (No store is involved in unsealing: NotRecorded cannot occur.)
+            Err(VerifyFailure::Refused(e) | VerifyFailure::NotRecorded(e, _)) => Ok(answer(
                 pb::UnsealResponse {
                     valid: false,
                     reason: wire_reason(e.reason()).into(),

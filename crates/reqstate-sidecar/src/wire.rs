@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use reqstate::{
-    Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, StoreError, Verified,
-};
+use reqstate::{Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, Verified};
 use reqstate_proto::v1 as pb;
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -70,6 +68,10 @@ pub enum VerifyFailure {
     Caller(InvalidArgument),
     /// The token was refused.
     Refused(Refusal),
+    /// The replay store did not record the token (refused, fail closed),
+    /// with what the caller should know beyond the reason: a clock out of
+    /// bounds, an outcome that is unknown and how to retry.
+    NotRecorded(Refusal, std::sync::Arc<str>),
 }
 
 impl VerifyFailure {
@@ -79,6 +81,9 @@ impl VerifyFailure {
         match self {
             VerifyFailure::Caller(e) => not_valid(e.reason(), e.to_string()),
             VerifyFailure::Refused(refusal) => refused_verify_response(refusal),
+            VerifyFailure::NotRecorded(refusal, why) => {
+                not_valid(refusal.reason(), format!("{refusal}: {why}"))
+            }
         }
     }
 
@@ -86,7 +91,7 @@ impl VerifyFailure {
     pub fn reason(&self) -> &'static str {
         match self {
             VerifyFailure::Caller(e) => e.reason(),
-            VerifyFailure::Refused(e) => e.reason(),
+            VerifyFailure::Refused(e) | VerifyFailure::NotRecorded(e, _) => e.reason(),
         }
     }
 }
@@ -205,9 +210,17 @@ pub fn check_one(codec: &Codec, request: &pb::VerifyRequest) -> Checked {
 /// The end of a consume: the store's answer decides.
 pub fn finish_consume(
     redemption: Redemption<pb::verify_response::StateValue>,
-    recorded: Result<bool, StoreError>,
+    recorded: crate::replay::Recorded,
 ) -> Result<pb::VerifyResponse, VerifyFailure> {
-    Ok(verified_response(redemption.finish(recorded)?))
+    match recorded {
+        Err(crate::replay::StoreFailure {
+            error,
+            why: Some(why),
+        }) => Err(VerifyFailure::NotRecorded(Refusal::from(error), why)),
+        recorded => Ok(verified_response(
+            redemption.finish(recorded.map_err(|failure| failure.error))?,
+        )),
+    }
 }
 
 fn verified_response(verified: Verified<pb::verify_response::StateValue>) -> pb::VerifyResponse {

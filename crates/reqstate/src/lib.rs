@@ -143,7 +143,7 @@ pub use random::SecureRandom;
 pub use random::{BufferedRandom, OsRandom};
 #[cfg(feature = "std")]
 pub use single_use::MemoryReplayStore;
-pub use single_use::{Redemption, ReplayStore, SpentId, StoreError};
+pub use single_use::{Redemption, ReplayStore, SpentId, StoreError, shared_record_lifetime};
 pub use token::UntrustedToken;
 pub use types::{
     Algorithm, KeyId, KeyStatus, MAX_CONTEXT_LEN, MAX_SECRET_LEN, MAX_STATE_DEPTH, MAX_STEP_LEN,

@@ -66,4 +66,15 @@ impl<T> Verified<T> {
             expires_at: self.expires_at,
         }
     }
+
+    /// The same contents with the state converted by `f`, which may fail.
+    pub fn try_map_state<U, E>(self, f: impl FnOnce(T) -> Result<U, E>) -> Result<Verified<U>, E> {
+        Ok(Verified {
+            step: self.step,
+            state: f(self.state)?,
+            key_id: self.key_id,
+            issued_at: self.issued_at,
+            expires_at: self.expires_at,
+        })
+    }
 }

@@ -10,10 +10,40 @@
 //! store's answer.
 
 use core::fmt;
+use core::time::Duration;
 
 use crate::error::Refusal;
 use crate::outcome::Verified;
+use crate::policy::Policy;
 use crate::types::{KeyId, TOKEN_ID_LEN};
+
+/// How long a store shared by several verifiers (Redis) must keep the record
+/// of a token expiring at `expires_at`, recorded by a verifier whose clock
+/// reads `now` (unix seconds): FORMAT.md §5.1.
+///
+/// Each verifier accepts a token until its own clock passes `expires_at` plus
+/// its own leeway. A shared store expires records by its own clock, so the
+/// record is given a *relative* lifetime, long enough for the verifier with
+/// the largest leeway any verifier may have ([`Policy::MAX_CLOCK_LEEWAY`],
+/// whatever this one's is) and for clocks that differ by up to `max_skew`
+/// from the store's, in either direction (hence twice):
+/// `(expires_at + 600 − now) s + 2 × max_skew`, at least one second.
+///
+/// The guarantee holds while every verifier's clock is within `max_skew` of
+/// the store's; a store that shares records checks that (the sidecar and the
+/// TypeScript and Python Redis stores compare with Redis `TIME`) and refuses
+/// to record when it does not hold. An absolute expiry computed from one
+/// verifier's clock (`PXAT`) would let the record vanish while a verifier
+/// whose clock runs behind, or whose leeway is larger, still accepts the
+/// token: a second redemption.
+pub fn shared_record_lifetime(expires_at: u64, now: u64, max_skew: Duration) -> Duration {
+    let seconds = expires_at
+        .saturating_add(Policy::MAX_CLOCK_LEEWAY)
+        .saturating_sub(now);
+    Duration::from_secs(seconds)
+        .saturating_add(max_skew.saturating_mul(2))
+        .max(Duration::from_secs(1))
+}
 
 /// What a spent single-use token is recorded under: its key id and its
 /// random token id. Never the token, which is a bearer credential.
@@ -121,6 +151,22 @@ impl<T> Redemption<T> {
         }
     }
 
+    /// The same redemption with the state converted by `f`, which may
+    /// refuse it: decoding the state is step 14 of FORMAT.md §8, before the
+    /// token is recorded (step 15), so a token whose state does not decode
+    /// is refused *unrecorded*.
+    pub fn try_map_state<U>(
+        self,
+        f: impl FnOnce(T) -> Result<U, Refusal>,
+    ) -> Result<Redemption<U>, Refusal> {
+        Ok(Redemption {
+            verified: self.verified.try_map_state(f)?,
+            spent: self.spent,
+            until: self.until,
+            now: self.now,
+        })
+    }
+
     /// What the record is kept under.
     pub fn spent_id(&self) -> SpentId {
         self.spent
@@ -135,6 +181,17 @@ impl<T> Redemption<T> {
     /// The verifier's clock reading at verification, in unix seconds.
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// The token's expiry, in unix seconds.
+    pub fn expires_at(&self) -> u64 {
+        self.verified.expires_at
+    }
+
+    /// How long a store shared by several verifiers must keep this record:
+    /// [`shared_record_lifetime`] of this token, at this verifier's clock.
+    pub fn shared_record_lifetime(&self, max_skew: Duration) -> Duration {
+        shared_record_lifetime(self.expires_at(), self.now, max_skew)
     }
 
     /// Records the token spent in `store` and, if this was the first
@@ -310,6 +367,41 @@ mod tests {
         let mut token = [salt; TOKEN_ID_LEN];
         token[0] = n;
         SpentId::new(KeyId::new(7), token)
+    }
+
+    #[test]
+    fn a_shared_record_outlives_every_verifiers_acceptance_window() {
+        let skew = Duration::from_millis(2000);
+        // Recorded at 1000 by a verifier on the store's clock, for a token
+        // expiring at 1010: kept until 1010 + 600 + 4 on the store's clock.
+        assert_eq!(
+            shared_record_lifetime(1010, 1000, skew),
+            Duration::from_millis(614_000)
+        );
+        // For every recording clock and every accepting clock within `skew`
+        // of the store's, and every leeway a verifier may have, the record
+        // is still there whenever a verifier accepts the token.
+        for recorder in [-2000i64, 0, 2000] {
+            for accepter in [-2000i64, 0, 2000] {
+                for leeway in [0u64, 1, 5, 60, Policy::MAX_CLOCK_LEEWAY] {
+                    // Store-clock ms at which the recorder's clock reads 1000 s.
+                    let recorded_at = 1_000_000 - recorder;
+                    let kept_until =
+                        recorded_at + shared_record_lifetime(1010, 1000, skew).as_millis() as i64;
+                    // Store-clock ms of the accepter's last acceptance.
+                    let accepts_until = (1010 + leeway as i64) * 1000 - accepter;
+                    assert!(
+                        kept_until >= accepts_until,
+                        "recorder {recorder} ms, accepter {accepter} ms, leeway {leeway} s"
+                    );
+                }
+            }
+        }
+        // Never zero, even for a token at the edge of its window.
+        assert_eq!(
+            shared_record_lifetime(0, u64::MAX, Duration::ZERO),
+            Duration::from_secs(1)
+        );
     }
 
     #[test]
