@@ -81,11 +81,13 @@ fi
 # would roughly double target/debug.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # ring needs clang to build for wasm32; the single-use tests run a real
-# redis-server and redis-cli (the Debian package); everything else comes
-# from crates.io, npm and PyPI.
+# redis-server and redis-cli (the Debian package) and start sidecars whose
+# clocks libfaketime shifts; everything else comes from crates.io, npm and
+# PyPI.
 missing=()
 command -v clang >/dev/null 2>&1 || missing+=(clang)
 { command -v redis-server && command -v redis-cli; } >/dev/null 2>&1 || missing+=(redis-server)
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(libfaketime)
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo_cmd=""
     [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
