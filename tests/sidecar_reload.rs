@@ -514,3 +514,50 @@ async fn bearer_tokens_rotate_without_downtime() -> TestResult {
     assert!(!log.contains(INJECTED), "{log}");
     Ok(())
 }
+
+/// A `secret_file` rotated in place (the keyring text unchanged, as when a
+/// secret manager rewrites the secret) is applied by the directory watcher,
+/// without SIGHUP: a reload compares the keyring and every secret it names
+/// (security review round 3, finding 6). Tokens minted before refuse to
+/// verify afterwards, since the key under id 1 is another one.
+#[tokio::test]
+async fn a_secret_file_rotated_in_place_is_applied() -> TestResult {
+    let sidecar = Sidecar::start(SidecarOptions {
+        prepare: Some(Box::new(|dir: &Path| {
+            write_private(&dir.join("key-1"), &sidecar_process::secret(1))?;
+            let keyring = dir.join("keyring.toml");
+            write_private(
+                &keyring,
+                "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"key-1\"\n",
+            )?;
+            Ok(keyring)
+        })),
+        ..SidecarOptions::new(String::new())
+    })
+    .await?;
+    let mut client = sidecar.unix_client().await?;
+    let request = pb::MintRequest {
+        tool: "t".into(),
+        step: "s".into(),
+        ttl_seconds: 60,
+        ..Default::default()
+    };
+    let before = client.mint(request.clone()).await?.into_inner().token;
+    write_private(
+        &sidecar.dir.path().join("key-1"),
+        &sidecar_process::secret(2),
+    )?;
+    wait_for_generation(&client, 2).await?;
+    let after = client.mint(request).await?.into_inner().token;
+    assert_ne!(before, after, "the rotated secret was not applied");
+    let old = client
+        .verify(pb::VerifyRequest {
+            token: before,
+            tool: "t".into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    assert!(!old.valid, "a token under the old secret still verifies");
+    Ok(())
+}
