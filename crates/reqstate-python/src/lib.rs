@@ -14,11 +14,9 @@
 //!   policy; batch calls release the GIL.
 //! - `call_context`, `canonical_json`: FORMAT.md §7 (RFC 8785).
 //!
-//! Randomness: `ForkSafeRandom`, OS randomness through the core's
-//! per-thread pool; after a `fork` (seen by a `pthread_atfork` handler) each
-//! thread's first draw, nonce hedges included, takes the pool's pid-checked
-//! path, so a forked child (gunicorn, multiprocessing) never replays its
-//! parent's bytes.
+//! Randomness: the core's default, [`BufferedRandom`] (as `Codec::new`):
+//! no pool logic of its own here, so nothing that a clone of the process
+//! keeping its pid could repeat (`new_codec`).
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -30,8 +28,8 @@ use arc_swap::ArcSwap;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use reqstate::{
-    Aad, Binding, BufferedRandom, Clock, Codec, KeyStatus, MemoryReplayStore, Policy,
-    RandomnessUnavailable, SecureRandom, SystemClock, Verified,
+    Aad, Binding, BufferedRandom, Clock, Codec, KeyStatus, MemoryReplayStore, Policy, SystemClock,
+    Verified,
 };
 use zeroize::Zeroizing;
 
@@ -70,73 +68,16 @@ fn at<R>(now: Option<u64>, f: impl FnOnce() -> R) -> R {
     out
 }
 
-/// Forks of this process seen by the `pthread_atfork` child handler.
-static FORKS: AtomicU64 = AtomicU64::new(0);
-
-std::thread_local! {
-    /// The value of [`FORKS`] when this thread last drew randomness.
-    static FORKS_SEEN: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Runs in the child of every `fork()` (glibc's `pthread_atfork`: Python's
-/// `os.fork`, `multiprocessing`, gunicorn, a C library's fork alike). Only
-/// an atomic increment: async-signal-safe, as a child handler must be.
-extern "C" fn after_fork_in_child() {
-    FORKS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Registers [`after_fork_in_child`], once per process (the module is
-/// initialised once; a forked child inherits the registration).
-fn register_fork_handler() -> Result<(), String> {
-    // SAFETY: pthread_atfork only records three function pointers (two
-    // null); the child handler is an `extern "C" fn` with no arguments that
-    // touches nothing but a static atomic.
-    #[allow(unsafe_code)]
-    let rc = unsafe { nix::libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!("pthread_atfork failed ({rc})"))
-    }
-}
-
-/// OS randomness through the core's per-thread [`BufferedRandom`] pool, made
-/// fork-safe for nonce hedges too.
-///
-/// The core's default ([`Codec::new`]) draws nonce hedges `r` without its
-/// process-id check: a nonce is HMAC(K_n, r ‖ A ‖ body), so a pool copied by
-/// `fork` could repeat a nonce only for the very same message (the very
-/// same token). A Python server is very often pre-forked (gunicorn,
-/// multiprocessing) after the codec was first used, so here the first draw
-/// of each thread after a `fork` goes through the pool's pid-checked path,
-/// which discards the copied pool and refills it from the OS: parent and
-/// child never share `r`, hence never a nonce, even for equal messages.
-/// Other draws cost no system call (a `getpid` on every draw would cost
-/// more than the draw itself). Key generation and single-use token ids
-/// always take the pid-checked path.
-#[derive(Debug, Clone, Copy, Default)]
-struct ForkSafeRandom;
-
-impl SecureRandom for ForkSafeRandom {
-    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
-        BufferedRandom.fill(dest)
-    }
-
-    fn fill_hedge(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
-        let forks = FORKS.load(Ordering::Relaxed);
-        if FORKS_SEEN.with(Cell::get) == forks {
-            return BufferedRandom.fill_hedge(dest);
-        }
-        // First draw of this thread since a fork (or ever): the pid check
-        // refills a pool this process did not fill.
-        BufferedRandom.fill(dest)?;
-        FORKS_SEEN.with(|seen| seen.set(forks));
-        Ok(())
-    }
-}
-
+/// The codec over `keyring`: the default policy (replaced per `Codec`), the
+/// call's clock, and the core's default randomness, [`BufferedRandom`]
+/// (what `Codec::new` uses): nonce hedges from a per-thread pool, single-use
+/// token ids and keys from the OS on every draw. After any clone of the
+/// process (`fork`, a child in a new PID namespace that keeps the pid, a VM
+/// snapshot) the pool may repeat, which the hedge turns into the same nonce
+/// only for the very same message (the very same token); token ids never
+/// repeat (FORMAT.md §4.2, the core's `design` notes).
 fn new_codec(keyring: reqstate::Keyring) -> Codec {
-    Codec::with_parts(keyring, Policy::new(), CallClock, ForkSafeRandom)
+    Codec::with_parts(keyring, Policy::new(), CallClock, BufferedRandom)
 }
 
 // ------------------------------------------------------------------ keyring
@@ -1202,7 +1143,6 @@ fn reasons() -> Vec<&'static str> {
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    register_fork_handler().map_err(pyo3::exceptions::PyOSError::new_err)?;
     m.add_class::<PyKeyring>()?;
     m.add_class::<PyKeyInfo>()?;
     m.add_class::<PyBinding>()?;
