@@ -60,12 +60,20 @@ impl Clock for CallClock {
     }
 }
 
-/// Runs `f` with the clock reading `now` (the system clock if `None`).
+/// Runs `f` with the clock reading `now` (the system clock if `None`). The
+/// reading in force before is restored when `f` returns or unwinds: a panic
+/// in `f` (turned into a Python `PanicException` by PyO3) must not leave a
+/// pinned clock behind for the next call on this thread.
 fn at<R>(now: Option<u64>, f: impl FnOnce() -> R) -> R {
-    let previous = CALL_NOW.with(|c| c.replace(now));
-    let out = f();
-    CALL_NOW.with(|c| c.set(previous));
-    out
+    /// Puts the previous reading back on drop, unwinding included.
+    struct Restore(Option<u64>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CALL_NOW.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CALL_NOW.with(|c| c.replace(now)));
+    f()
 }
 
 /// The codec over `keyring`: the default policy (replaced per `Codec`), the
@@ -1118,6 +1126,22 @@ fn _cli_state_json(cbor: &[u8]) -> Option<String> {
     reqstate_cli_state::state_to_json(&value).map(|j| j.to_string())
 }
 
+/// For tests only (tests/test_api.py): panics inside the clock override of
+/// `now`, as a bug under a call's `now=` would. PyO3 raises the panic as
+/// `pyo3_runtime.PanicException`; the next call on this thread must read
+/// the system clock again, not `now`.
+#[pyfunction]
+fn _panic_under_clock_override(now: u64) {
+    at(Some(now), || panic!("a panic under the clock override (test)"))
+}
+
+/// For tests only: the clock reading a call would use on this thread
+/// outside any `now=` (the system clock, unless an override leaked).
+#[pyfunction]
+fn _clock_now() -> u64 {
+    CallClock.now()
+}
+
 /// Lowercase hex of bytes.
 #[pyfunction]
 fn _hex(bytes: &[u8]) -> String {
@@ -1158,6 +1182,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_cli_check_state_cbor, m)?)?;
     m.add_function(wrap_pyfunction!(_cli_state_json, m)?)?;
     m.add_function(wrap_pyfunction!(_hex, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_under_clock_override, m)?)?;
+    m.add_function(wrap_pyfunction!(_clock_now, m)?)?;
     m.add("REASONS", reasons())?;
     m.add("CALL_CONTEXT_LEN", reqstate::CALL_CONTEXT_LEN)?;
     m.add("MAX_STATE_DEPTH", reqstate::MAX_STATE_DEPTH)?;

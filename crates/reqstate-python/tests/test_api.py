@@ -275,6 +275,24 @@ def test_single_use_is_consumed_once(codec: Codec, binding: Binding) -> None:
         codec.consume(codec.mint(binding, "s").token, binding, store)
 
 
+def test_a_panic_under_now_does_not_pin_the_clock(binding: Binding) -> None:
+    """`now=` overrides the clock for one call (a thread-local of the native
+    module, set and put back around the call). A panic under it (raised by
+    PyO3 as `PanicException`, a `BaseException`) must put it back too: any
+    code reading the clock outside a call's own override would otherwise
+    read that time, and accept tokens that expired long ago."""
+    codec = Codec(Keyring.ephemeral(HMAC))
+    old = codec.mint(binding, "s", ttl=600, now=NOW).token
+    with pytest.raises(BaseException, match="under the clock override") as panic:
+        reqstate._native._panic_under_clock_override(NOW)
+    assert type(panic.value).__name__ == "PanicException"
+    before = int(time.time())
+    assert before <= reqstate._native._clock_now() <= int(time.time()), "the panicked call's now= is still in force"
+    assert before <= codec.mint(binding, "s").issued_at <= int(time.time()), "the panicked call's now= is in force"
+    with pytest.raises(TokenRefused, match="expired"):
+        codec.verify(old, binding)
+
+
 # ---------------------------------------------------------------------- batches
 
 
