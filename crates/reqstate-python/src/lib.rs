@@ -658,6 +658,51 @@ fn verified(py: Python<'_>, v: Verified<Vec<u8>>, decode: bool) -> PyResult<PyVe
     })
 }
 
+/// A single-use token's state, decoded (step 14) before the token is
+/// recorded (step 15): the Python value (`None` when not asked for), and
+/// the bytes as carried.
+type DecodedState = (Option<Py<PyAny>>, Vec<u8>);
+
+/// Decodes the state of a redemption that is not recorded yet (FORMAT.md §8
+/// step 14 before step 15). Gives the redemption, still to be recorded, and
+/// why the state has no Python form if it has none (then the token must be
+/// refused `state_decoding` and never recorded).
+fn decode_redemption(
+    py: Python<'_>,
+    redemption: reqstate::Redemption<Vec<u8>>,
+    decode: bool,
+) -> (reqstate::Redemption<DecodedState>, Option<String>) {
+    let mut undecodable = None;
+    let redemption = redemption.map_state(|cbor| {
+        let value = if decode {
+            match state::to_py_fast(py, &cbor) {
+                Ok(value) => Some(value.unbind()),
+                Err(why) => {
+                    undecodable = Some(why);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        (value, cbor)
+    });
+    (redemption, undecodable)
+}
+
+/// The `Verified` of a recorded single-use token, its state decoded before.
+fn decoded(py: Python<'_>, v: Verified<DecodedState>) -> PyVerified {
+    let (value, cbor) = v.state;
+    PyVerified {
+        step: PyString::new(py, &v.step).unbind(),
+        state: value.unwrap_or_else(|| py.None()),
+        state_cbor: PyBytes::new(py, &cbor).unbind(),
+        key_id: v.key_id.get(),
+        issued_at: v.issued_at,
+        expires_at: v.expires_at,
+    }
+}
+
 // -------------------------------------------------------------- replay store
 
 /// A spent-token record for single-use tokens, in this process's memory
@@ -882,13 +927,21 @@ impl PyCodec {
             Some(step) => b.step(step),
             None => b.any_step(),
         };
-        let v = at(now, || {
-            codec
-                .verify_single_use_raw(token, expected)
-                .and_then(|r| r.redeem(&*store.store))
-        })
-        .map_err(|e| errors::refused(py, &e))?;
-        verified(py, v, decode)
+        // Steps 0-13 of FORMAT.md §8, under the call's clock.
+        let redemption = at(now, || codec.verify_single_use_raw(token, expected))
+            .map_err(|e| errors::refused(py, &e))?;
+        // Step 14, decoding the state into what the caller asked for, comes
+        // before step 15: a state that does not decode is refused unrecorded.
+        let (redemption, undecodable) = decode_redemption(py, redemption, decode);
+        if let Some(why) = undecodable {
+            drop(redemption);
+            return Err(errors::refused(py, &reqstate::Refusal::StateDecoding(why)));
+        }
+        // Step 15, last.
+        let v = redemption
+            .redeem(&*store.store)
+            .map_err(|e| errors::refused(py, &e))?;
+        Ok(decoded(py, v))
     }
 
     /// Seals opaque bytes under the primary key, bound to `aad` (at most

@@ -293,6 +293,24 @@ def test_a_panic_under_now_does_not_pin_the_clock(binding: Binding) -> None:
         codec.verify(old, binding)
 
 
+def test_a_state_that_does_not_decode_is_refused_unrecorded(codec: Codec, binding: Binding) -> None:
+    """FORMAT.md §8: decoding the state into what the caller asked for (step
+    14) comes before recording the token (step 15, last). A single-use token
+    whose state has no Python form is refused `state_decoding` by a consume
+    that decodes, and is NOT recorded: a later consume that asks for the
+    bytes (decode=False) still gets it, once."""
+    store = MemoryReplayStore(16)
+    tagged = bytes.fromhex("c11a69298c00")  # CBOR tag 1 (epoch time): no Python form
+    token = codec.mint_cbor(binding, "confirm", tagged, single_use=True, now=NOW).token
+    with pytest.raises(TokenRefused, match="state_decoding"):
+        codec.consume(token, binding, store, expected_step="confirm", now=NOW)
+    assert len(store) == 0, "a token whose state did not decode was recorded as spent"
+    verified = codec.consume(token, binding, store, expected_step="confirm", now=NOW, decode=False)
+    assert verified.state is None and verified.state_cbor == tagged and len(store) == 1
+    with pytest.raises(TokenRefused, match="replayed"):
+        codec.consume(token, binding, store, now=NOW, decode=False)
+
+
 # ---------------------------------------------------------------------- batches
 
 
