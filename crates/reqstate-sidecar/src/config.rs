@@ -471,7 +471,7 @@ pub fn shared_store_config(
             .any(|scheme| url.starts_with(scheme));
         if !known {
             return Err(ConfigError::new(format!(
-                "--replay-store {}: expected `memory` or a redis://, rediss:// or unix:// URL",
+                "--replay-store {}: expected a redis://, rediss:// or unix:// URL",
                 crate::replay::redacted(url)
             )));
         }

@@ -470,7 +470,10 @@ impl Replay {
             ReplaySetupError(format!(
                 "--replay-store {}: {}",
                 redacted(url),
-                e.detail().unwrap_or("not a Redis URL")
+                e.detail().unwrap_or(
+                    "not a Redis URL (a password with characters such as / @ : ? # \
+                     must be percent-encoded)"
+                )
             ))
         };
         let (backend, prefix, timeout, description, clock) = match config {
@@ -631,7 +634,16 @@ impl Replay {
                 clock.record(sent, answered, store_ms, &self.metrics);
                 Ok(())
             }
-            Ok(Err(e)) => Err(store_error(&e).into()),
+            Ok(Err(e)) => Err(StoreFailure {
+                error: store_error(&e),
+                why: Some(
+                    format!(
+                        "its clock could not be read ({}); nothing was recorded",
+                        failure_text(&e)
+                    )
+                    .into(),
+                ),
+            }),
             Err(_) => Err(StoreFailure::unavailable(format!(
                 "the replay store did not answer TIME within {} ms",
                 self.timeout.as_millis()
@@ -825,6 +837,22 @@ fn store_error(e: &redis::RedisError) -> StoreError {
         StoreError::Full
     } else {
         StoreError::Unavailable
+    }
+}
+
+/// What went wrong with a Redis call, in words (never the server's message,
+/// which could quote a key).
+fn failure_text(e: &redis::RedisError) -> &'static str {
+    if e.is_connection_refusal() {
+        "connection refused"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_io_error() || e.is_connection_dropped() {
+        "connection failed"
+    } else if e.code() == Some("NOPERM") {
+        "the Redis user may not run it (ACL: +set +time)"
+    } else {
+        "Redis answered with an error"
     }
 }
 
