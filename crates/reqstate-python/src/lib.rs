@@ -8,8 +8,9 @@
 //!
 //! - `Keyring` (`PyKeyring`): a keyring from TOML text, or from a file checked as the
 //!   sidecar checks it (the shared `reqstate-keyring-file` crate), reloaded on
-//!   request or, optionally, when the file changes (checked on use, at most
-//!   once per interval, keeping the last good keyring on error).
+//!   request or, optionally, when the file or a secret it names changes
+//!   (read again on use, at most once per interval, keeping the last good
+//!   keyring on error).
 //! - `Codec` (`PyCodec`): mint, verify, seal, unseal, consume under a keyring and a
 //!   policy; batch calls release the GIL.
 //! - `call_context`, `canonical_json`: FORMAT.md §7 (RFC 8785).
@@ -94,39 +95,23 @@ fn new_codec(keyring: reqstate::Keyring) -> Codec {
 struct FileSource {
     path: PathBuf,
     permissions: KeyringPermissions,
-    /// `Some(interval)`: reload on use when the file changed, checked at
-    /// most once per interval.
+    /// `Some(interval)`: on use, at most once per interval, read the file
+    /// and the secrets it names again and reload if any changed.
     auto_reload: Option<Duration>,
-}
-
-/// What identifies one version of the file cheaply (`stat`, following
-/// symlinks, as a Kubernetes `..data` swap changes the target).
-type Signature = (u64, u64, i64, i64, i64, u64);
-
-fn signature(path: &std::path::Path) -> Option<Signature> {
-    use std::os::unix::fs::MetadataExt as _;
-    let m = std::fs::metadata(path).ok()?;
-    Some((
-        m.dev(),
-        m.ino(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime_nsec(),
-        m.size(),
-    ))
 }
 
 struct Watch {
     last_check: Instant,
-    signature: Option<Signature>,
     last_error: Option<String>,
 }
 
 /// The keys in use, swapped whole on reload.
 struct Loaded {
     codec: Codec,
-    /// The file's bytes (inline secrets are in it: zeroized on drop), to
-    /// tell a real change from a touch.
+    /// What the keys were built from: the file's bytes and the text of
+    /// every secret it names (`secret_file`, `secret_env`), as
+    /// `reqstate_keyring_file` gives it (zeroized on drop), to tell a real
+    /// change, of the file or of a secret, from a touch.
     contents: Option<Zeroizing<Vec<u8>>>,
 }
 
@@ -134,35 +119,41 @@ struct KeyringState {
     current: ArcSwap<Loaded>,
     generation: AtomicU64,
     source: Option<FileSource>,
+    /// Held for a whole reload: reloads never interleave (an older read
+    /// never replaces a newer one).
     watch: Mutex<Watch>,
 }
 
 impl KeyringState {
     fn new(loaded: Loaded, source: Option<FileSource>) -> Self {
-        let signature = source.as_ref().and_then(|s| signature(&s.path));
         KeyringState {
             current: ArcSwap::from_pointee(loaded),
             generation: AtomicU64::new(1),
             source,
             watch: Mutex::new(Watch {
                 last_check: Instant::now(),
-                signature,
                 last_error: None,
             }),
         }
     }
 
-    /// Loads the file again; swaps the keys in if its contents changed.
-    /// On error the keys in use stay.
+    /// Loads the file and the secrets it names again; swaps the keys in if
+    /// any of them changed, the sidecar's rule (a rotated `secret_file`
+    /// whose keyring text stayed the same is a change). On error the keys
+    /// in use stay.
     fn reload(&self) -> Result<bool, String> {
+        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        self.reload_holding(&mut watch)
+    }
+
+    /// [`KeyringState::reload`] with the watch lock held.
+    fn reload_holding(&self, watch: &mut Watch) -> Result<bool, String> {
         let Some(source) = &self.source else {
             return Err(
                 "this keyring was not loaded from a file: there is nothing to reload".into(),
             );
         };
-        let before = signature(&source.path);
         let loaded = load_keyring_file(&source.path, source.permissions).map_err(|e| e.to_string());
-        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
         watch.last_check = Instant::now();
         let loaded = match loaded {
             Ok(loaded) => loaded,
@@ -171,7 +162,6 @@ impl KeyringState {
                 return Err(e);
             }
         };
-        watch.signature = before;
         watch.last_error = None;
         let current = self.current.load();
         if current.contents.as_deref().map(|c| &c[..]) == Some(&loaded.contents[..]) {
@@ -185,33 +175,27 @@ impl KeyringState {
         Ok(true)
     }
 
-    /// With `auto_reload`: at most once per interval, `stat` the file and
-    /// reload it if it changed. Never fails: an error is kept in
-    /// `last_error` and the last good keyring stays in use.
+    /// With `auto_reload`: at most once per interval, reload (read the file
+    /// and every secret it names again, and swap the keys in if any
+    /// changed: a `stat` of the keyring file alone would miss a rotated
+    /// `secret_file`). Never fails: an error is kept in `last_error` and the
+    /// last good keyring stays in use.
     fn maybe_reload(&self) {
         let Some(FileSource {
-            path,
             auto_reload: Some(interval),
             ..
         }) = &self.source
         else {
             return;
         };
-        let changed = {
-            // Another thread checking right now is enough.
-            let Ok(mut watch) = self.watch.try_lock() else {
-                return;
-            };
-            if watch.last_check.elapsed() < *interval {
-                return;
-            }
-            watch.last_check = Instant::now();
-            let now = signature(path);
-            now != watch.signature
+        // Another thread checking right now is enough.
+        let Ok(mut watch) = self.watch.try_lock() else {
+            return;
         };
-        if changed {
-            let _ = self.reload();
+        if watch.last_check.elapsed() < *interval {
+            return;
         }
+        let _ = self.reload_holding(&mut watch);
     }
 
     fn codec(&self) -> Arc<Loaded> {
@@ -269,10 +253,11 @@ impl PyKeyring {
     /// unless `allow_insecure_permissions`, on a path no other user can
     /// replace; `secret_file` and `secret_env` resolved and checked too.
     ///
-    /// `auto_reload=True`: every use checks (at most once per
-    /// `check_interval` seconds, one `stat`) whether the file changed and
-    /// reloads it; a file that does not load leaves the last good keyring
-    /// in use (`last_reload_error` says why).
+    /// `auto_reload=True`: on use, at most once per `check_interval`
+    /// seconds, the file and the secrets it names are read again and the
+    /// keys swapped in if any of them changed (a rotated `secret_file`
+    /// included); a file that does not load leaves the last good keyring in
+    /// use (`last_reload_error` says why).
     #[staticmethod]
     #[pyo3(signature = (path, *, allow_insecure_permissions = false, auto_reload = false, check_interval = 1.0))]
     fn from_file(
@@ -324,9 +309,10 @@ impl PyKeyring {
         Ok(Self::of(keyring, None, None))
     }
 
-    /// Reads the keyring file again (with every check) and, if its contents
-    /// changed, uses the new keys from the next call on. Returns whether they
-    /// changed. On any error raises `KeyringError` and keeps the keys in use.
+    /// Reads the keyring file and every secret it names again (with every
+    /// check) and, if any of them changed, uses the new keys from the next
+    /// call on. Returns whether they changed. On any error raises
+    /// `KeyringError` and keeps the keys in use.
     fn reload(&self, py: Python<'_>) -> PyResult<bool> {
         let state = Arc::clone(&self.state);
         py.detach(move || state.reload())

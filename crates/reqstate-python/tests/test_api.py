@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NOW, REPO, VECTORS, key_toml, write_private
+from conftest import NOW, REPO, VECTORS, key_toml, secret, write_private
 
 import reqstate
 from reqstate import (
@@ -455,6 +455,78 @@ def test_auto_reload_follows_the_file(tmp_dir: Path, binding: Binding) -> None:
     assert reload_error(keyring) is None
     with pytest.raises(InvalidArgument):
         Keyring.from_file(path, check_interval=float("nan"))
+
+
+def secret_file_keyring(directory: Path, seed: int = 1) -> Path:
+    """A keyring whose one key's secret is in the file `key-1` beside it."""
+    write_private(directory / "key-1", secret(seed) + "\n")
+    return write_private(
+        directory / "keyring.toml",
+        'version = 1\n[[key]]\nid = 1\nalgorithm = "hmac-sha256"\nstatus = "primary"\nsecret_file = "key-1"\n',
+    )
+
+
+def assert_minted_under(token: str, binding: Binding, seed: int, not_seed: int) -> None:
+    """`token` verifies under key 1 with secret `seed` only, not `not_seed`."""
+    only = Codec(Keyring.from_toml("version = 1\n" + key_toml(1, HMAC, "primary", seed)))
+    assert only.verify(token, binding, now=NOW).key_id == 1
+    other = Codec(Keyring.from_toml("version = 1\n" + key_toml(1, HMAC, "primary", not_seed)))
+    with pytest.raises(TokenRefused, match="authentication_failed"):
+        other.verify(token, binding, now=NOW)
+
+
+def test_reload_applies_a_rotated_secret_file(tmp_dir: Path, binding: Binding) -> None:
+    """Security review 3, finding 6: the secret rotated in its file, the
+    keyring's text unchanged. `reload()` applies it (it compares what the
+    keyring was built from, secrets included), like the sidecar."""
+    path = secret_file_keyring(tmp_dir, seed=1)
+    keyring = Keyring.from_file(path)
+    codec = Codec(keyring)
+    before = codec.mint(binding, "s", now=NOW).token
+    assert keyring.reload() is False
+    text = path.read_bytes()
+    (tmp_dir / "key-1").write_text(secret(9) + "\n")  # in place, mode 0600 kept
+    assert path.read_bytes() == text
+    assert keyring.reload() is True and keyring.generation == 2
+    assert_minted_under(codec.mint(binding, "s", now=NOW).token, binding, seed=9, not_seed=1)
+    with pytest.raises(TokenRefused, match="authentication_failed"):
+        codec.verify(before, binding, now=NOW)  # key 1 is the new secret now
+    assert keyring.reload() is False
+
+
+def test_reload_applies_a_changed_secret_env(tmp_dir: Path, binding: Binding, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REQSTATE_TEST_SECRET_1", secret(1))
+    path = write_private(
+        tmp_dir / "keyring.toml",
+        'version = 1\n[[key]]\nid = 1\nalgorithm = "hmac-sha256"\nstatus = "primary"\nsecret_env = "REQSTATE_TEST_SECRET_1"\n',
+    )
+    keyring = Keyring.from_file(path)
+    assert keyring.reload() is False
+    monkeypatch.setenv("REQSTATE_TEST_SECRET_1", secret(9))
+    assert keyring.reload() is True
+    assert_minted_under(Codec(keyring).mint(binding, "s", now=NOW).token, binding, seed=9, not_seed=1)
+
+
+def test_auto_reload_applies_a_rotated_secret_file(tmp_dir: Path, binding: Binding) -> None:
+    """`auto_reload` notices a rotated `secret_file` whose keyring text did
+    not change (it reads the keyring again at each check, not only when the
+    keyring file's own stat changed)."""
+    path = secret_file_keyring(tmp_dir, seed=1)
+    keyring = Keyring.from_file(path, auto_reload=True, check_interval=0.0)
+    codec = Codec(keyring)
+    assert_minted_under(codec.mint(binding, "s", now=NOW).token, binding, seed=1, not_seed=9)
+    write_private(tmp_dir / "key-1", secret(9) + "\n")  # replaced, as a secret manager does
+    assert_minted_under(codec.mint(binding, "s", now=NOW).token, binding, seed=9, not_seed=1)
+    assert keyring.generation == 2 and reload_error(keyring) is None
+    (tmp_dir / "key-1").write_text(secret(5) + "\n")  # in place
+    assert_minted_under(codec.mint(binding, "s", now=NOW).token, binding, seed=5, not_seed=9)
+    # With an interval: not re-read before it has passed, then applied.
+    slow = Keyring.from_file(path, auto_reload=True, check_interval=0.3)
+    slow_codec = Codec(slow)
+    (tmp_dir / "key-1").write_text(secret(6) + "\n")
+    assert_minted_under(slow_codec.mint(binding, "s", now=NOW).token, binding, seed=5, not_seed=6)
+    time.sleep(0.4)
+    assert_minted_under(slow_codec.mint(binding, "s", now=NOW).token, binding, seed=6, not_seed=5)
 
 
 # ---------------------------------------------------------------- call context
