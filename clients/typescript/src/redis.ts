@@ -23,7 +23,7 @@
 //   refused, and its attempt remembered, so that a retry of it through the
 //   same store object is accepted once if the first one was recorded.
 import { toHex } from './bytes.js';
-import { MAX_CLOCK_LEEWAY, ReplayStoreError, type ReplayStore, type SpentId, type SpentRecord } from './singleuse.js';
+import { MAX_CLOCK_LEEWAY, ReplayStoreError, checkSpentRecord, type ReplayStore, type SpentId, type SpentRecord } from './singleuse.js';
 
 /** The default record name prefix, the same in every implementation. */
 export const DEFAULT_PREFIX = 'reqstate:';
@@ -319,7 +319,8 @@ export class RedisReplayStore implements ReplayStore {
    * retry of this store's own earlier attempt) recorded it, false if it was
    * already spent.
    */
-  async insertIfAbsent(record: SpentRecord): Promise<boolean> {
+  async insertIfAbsent(record: SpentRecord, ...rest: unknown[]): Promise<boolean> {
+    checkSpentRecord(record, rest[0]);
     if (this.#closed) throw new ReplayStoreError('unavailable', 'the replay store is closed');
     await this.#checkClocks();
     const name = this.key(record.id);

@@ -66,6 +66,14 @@ export interface SpentRecord {
 
 const U64_MAX = (1n << 64n) - 1n;
 
+/** Throws a TypeError unless `record` is a {@link SpentRecord} (a store called the 0.1.0 way gets told). */
+export function checkSpentRecord(record: unknown, extra?: unknown): asserts record is SpentRecord {
+  const r = record as Partial<SpentRecord> | null | undefined;
+  if (extra !== undefined || typeof r?.id?.name !== 'string' || typeof r.expiresAt !== 'bigint' || typeof r.now !== 'bigint' || typeof r.keepUntil !== 'bigint') {
+    throw new TypeError('insertIfAbsent takes one SpentRecord { id, expiresAt, now, validUntil, keepUntil } (0.1.0 took (id, until, now))');
+  }
+}
+
 /** The record of a consume: `validUntil` from the verifier's leeway, `keepUntil` from {@link MAX_CLOCK_LEEWAY}. */
 export function spentRecord(id: SpentId, expiresAt: bigint, now: bigint, clockLeeway: number | bigint): SpentRecord {
   const sat = (x: bigint) => (x > U64_MAX ? U64_MAX : x);
@@ -173,7 +181,8 @@ export class MemoryReplayStore implements SyncReplayStore {
     return this.records.size;
   }
 
-  insertIfAbsent(record: SpentRecord): boolean {
+  insertIfAbsent(record: SpentRecord, ...rest: unknown[]): boolean {
+    checkSpentRecord(record, rest[0]);
     const { id, now, keepUntil: until } = record;
     const held = this.records.get(id.name);
     if (held !== undefined) {

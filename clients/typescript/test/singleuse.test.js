@@ -82,6 +82,15 @@ describe('MemoryReplayStore', () => {
     assert.equal(await reasonOf(codec.consume(first, opts, store)), 'replayed');
   });
 
+  test('the 0.1.0 call shape insertIfAbsent(id, until, now) is refused with a message saying so', async () => {
+    const s = new MemoryReplayStore({ capacity: 8 });
+    assert.throws(() => s.insertIfAbsent(id(1), 100n, 10n), (e) => e instanceof TypeError && /one SpentRecord/.test(e.message));
+    const r = new RedisReplayStore({ client: { sendCommand: async () => ['1', '0'] } });
+    await assert.rejects(async () => r.insertIfAbsent(id(1), 100n, 10n), (e) => e instanceof TypeError && /one SpentRecord/.test(e.message));
+    await r.close();
+    assert.equal(s.size, 0);
+  });
+
   test('shared by verifiers with other leeways, a record outlives the token on each of them', async () => {
     const store = new MemoryReplayStore({ capacity: 8 });
     const at = (now, clockLeeway) => new Codec({ keyring: Keyring.fromToml(keyringText('hmac-sha256')), policy: { clockLeeway }, clock: () => now });
