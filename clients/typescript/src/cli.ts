@@ -43,9 +43,10 @@ TOKEN "-" reads the token from standard input.
 --consume checks a single-use token as a consuming verifier does, with a spent-token record
 that lives for this one run (it checks single use, it does not enforce it across runs), or,
 with --replay-store, in Redis (>= 7.0) under the rule every reqstate store shares:
-replay flags: --replay-store URL (redis://[user:password@]host:port[/db] or rediss://...)
-              --replay-key-prefix P (reqstate:)  --replay-timeout-ms N (1-600000, 1000)
-              --replay-max-skew-ms N (0-600000, 2000)
+replay flags: --replay-store URL (redis://[user:password@]host:port[/db], rediss://..., or
+                unix://[user:password@]/path/redis.sock)
+              --replay-key-prefix P (reqstate:)  --replay-timeout-ms N (1-60000, 1000)
+              --replay-max-skew-ms N (1-60000, 2000)
 exit codes: 0 minted / verified; 1 refused (JSON with "reason"); 64 usage or configuration error.
 `;
 
@@ -273,20 +274,25 @@ function replayOptions(p: Parsed): ReplayOptions | undefined {
   if (url === undefined) usage(`--${given[0]} needs --replay-store`);
   const shown = redactRedisUrl(url);
   if (/,\s*[a-z][a-z0-9+.-]*:\/\//i.test(url)) usage(`--replay-store takes one Redis URL, not a list: ${shown}`);
-  if (!/^rediss?:\/\//i.test(url)) usage(`--replay-store must be a redis:// or rediss:// URL: ${shown}`);
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    usage(`--replay-store is not a valid URL (percent-encode a password's reserved characters): ${shown}`);
+  if (/^unix:\/\//i.test(url)) {
+    // unix://[user[:password]@]/path/to/redis.sock[?db=N], as node-redis reads it.
+    if (!/^unix:\/\/(?:[^:@/]*(?::[^@/]*)?@)?\/[^?#]+(?:\?db=[0-9]+)?$/i.test(url)) usage(`--replay-store: a unix:// URL names a socket's absolute path (percent-encode a password's reserved characters): ${shown}`);
+  } else {
+    if (!/^rediss?:\/\//i.test(url)) usage(`--replay-store must be a redis://, rediss:// or unix:// URL: ${shown}`);
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      usage(`--replay-store is not a valid URL (percent-encode a password's reserved characters): ${shown}`);
+    }
+    if (parsed.hostname === '') usage(`--replay-store has no host: ${shown}`);
+    if (parsed.pathname.length > 1 && !/^\/[0-9]+$/.test(parsed.pathname)) usage(`--replay-store: the path must be a database number: ${shown}`);
   }
-  if (parsed.hostname === '') usage(`--replay-store has no host: ${shown}`);
-  if (parsed.pathname.length > 1 && !/^\/[0-9]+$/.test(parsed.pathname)) usage(`--replay-store: the path must be a database number: ${shown}`);
   return {
     url,
     prefix: p.flags.get('replay-key-prefix') ?? 'reqstate:',
-    timeoutMs: ranged(p, 'replay-timeout-ms', 1, 600000) ?? 1000,
-    maxSkewMs: ranged(p, 'replay-max-skew-ms', 0, 600000) ?? 2000,
+    timeoutMs: ranged(p, 'replay-timeout-ms', 1, 60000) ?? 1000,
+    maxSkewMs: ranged(p, 'replay-max-skew-ms', 1, 60000) ?? 2000,
   };
 }
 

@@ -445,7 +445,7 @@ export function redactorFor(url: string | undefined): (message: string) => strin
 // ---------------------------------------------------------------- connecting
 
 export interface CreateRedisReplayStoreOptions {
-  /** `redis://[user:password@]host:port[/db]`, `rediss://…` (TLS) or, for a Unix socket, use `clientOptions.socket.path`. */
+  /** `redis://[user:password@]host:port[/db]`, `rediss://…` (TLS) or `unix://[user:password@]/path/redis.sock[?db=N]`. */
   url?: string;
   /** Default `reqstate:`. */
   prefix?: string;
@@ -461,6 +461,22 @@ export interface CreateRedisReplayStoreOptions {
 
 // A variable, so that the library's type check does not need `redis` installed.
 const REDIS_MODULE = 'redis';
+
+/**
+ * A `unix://` URL as node-redis client options. (node-redis 6 parses such a
+ * URL, but then hands it to WHATWG URL, which refuses one with a user-info.)
+ */
+function unixUrlOptions(url: string): Record<string, unknown> | undefined {
+  const m = /^unix:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?(\/[^?#]+)(?:\?db=([0-9]+))?$/i.exec(url);
+  if (m === null) return undefined;
+  const [, username, password, path, db] = m;
+  return {
+    socket: { path: decodeURIComponent(path) },
+    ...(username ? { username: decodeURIComponent(username) } : {}),
+    ...(password ? { password: decodeURIComponent(password) } : {}),
+    ...(db === undefined ? {} : { database: Number(db) }),
+  };
+}
 
 /**
  * Connects a node-redis client, wraps it, and measures the clocks once. The
@@ -480,11 +496,15 @@ export async function createRedisReplayStore(options: CreateRedisReplayStoreOpti
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let client: any;
   try {
+    const unix = url !== undefined && /^unix:/i.test(url) ? unixUrlOptions(url) : undefined;
+    if (url !== undefined && /^unix:/i.test(url) && unix === undefined) throw new TypeError('a unix:// URL names a socket: unix://[user:password@]/path/redis.sock[?db=N]');
+    const fromUrl = (unix?.socket ?? {}) as Record<string, unknown>;
     client = redis.createClient({
-      ...(url === undefined ? {} : { url }),
+      ...(url === undefined || unix !== undefined ? {} : { url }),
+      ...(unix === undefined ? {} : { ...unix, socket: undefined }),
       disableOfflineQueue: true,
       ...clientOptions,
-      socket: { ...socketDefaults, ...(given.socket ?? {}) },
+      socket: { ...socketDefaults, ...fromUrl, ...(given.socket ?? {}) },
     });
     // Connection errors are reported per call (replay_store_unavailable); the
     // client keeps reconnecting. Without a listener node-redis would throw them.
