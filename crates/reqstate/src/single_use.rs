@@ -241,6 +241,11 @@ mod memory {
     /// Spent-token records in this process: for a server with one replica
     /// (a fleet needs a shared store, such as the sidecar's Redis).
     ///
+    /// A record is kept until the [`super::Redemption::record_until`] of the
+    /// codec that redeemed it: `expires_at` plus *that codec's* leeway. Share
+    /// one store only between codecs of one [`crate::Policy`]: a codec with a
+    /// larger leeway would still accept a token whose record is gone.
+    ///
     /// Bounded: it holds at most its capacity of live records, spread over
     /// 64 independently locked shards (so no global lock on the hot path).
     /// A shard that is full first drops its expired records; if every record
