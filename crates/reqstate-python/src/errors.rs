@@ -107,3 +107,42 @@ pub(crate) fn any(py: Python<'_>, e: &reqstate::Error) -> PyErr {
         other => error(py, Kind::Mint, other.reason(), &other.to_string()),
     }
 }
+
+/// The reasons a replay store reports itself (FORMAT.md §8 step 15).
+const STORE_REASONS: [&str; 3] = ["replayed", "replay_store_full", "replay_store_unavailable"];
+
+/// What a Python replay store's exception becomes: its own `TokenRefused`
+/// for a store reason, as is (its message says why); any other `Exception`
+/// a `TokenRefused` `replay_store_unavailable` whose `__cause__` it is (the
+/// token is never accepted unrecorded); a `BaseException` that is not an
+/// `Exception` (`KeyboardInterrupt`) unchanged.
+pub(crate) fn store_failure(py: Python<'_>, e: PyErr) -> PyErr {
+    let refused = class(py, Kind::Refused)
+        .map(|c| e.is_instance(py, c))
+        .unwrap_or(false);
+    if refused {
+        let reason = e
+            .value(py)
+            .getattr("reason")
+            .and_then(|r| r.extract::<String>());
+        if reason.is_ok_and(|r| STORE_REASONS.contains(&r.as_str())) {
+            return e;
+        }
+    }
+    if !e.is_instance_of::<pyo3::exceptions::PyException>(py) {
+        return e;
+    }
+    let shown = e
+        .value(py)
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "an exception".into());
+    let wrapped = error(
+        py,
+        Kind::Refused,
+        "replay_store_unavailable",
+        &format!("the replay store failed ({shown}): the token is refused unrecorded"),
+    );
+    wrapped.set_cause(py, Some(e));
+    wrapped
+}

@@ -718,6 +718,89 @@ impl PyReplayStore {
     }
 }
 
+/// One single-use token to record as spent (FORMAT.md §5.1, §8 step 15),
+/// as `Codec.consume` hands it to a replay store written in Python
+/// (`insert_if_absent(record)`). It names the record, never the token.
+#[pyclass(module = "reqstate._native", name = "SpentRecord", frozen, get_all)]
+struct PySpentRecord {
+    /// The record's name after a shared store's prefix:
+    /// `spent:v1:<key id in decimal>:<token id in lowercase hex>`.
+    name: String,
+    /// The key the token was minted under.
+    key_id: u32,
+    /// The token's 16 random bytes of id.
+    token_id: Py<PyBytes>,
+    /// The token's expiry, unix seconds.
+    expires_at: u64,
+    /// The verifier's clock reading used for this verification, unix
+    /// seconds (the call's `now=`, or the system clock).
+    now: u64,
+    /// This verifier's `clock_leeway`, seconds.
+    clock_leeway: u64,
+    /// `expires_at + clock_leeway` (saturating): until when a store used by
+    /// this verifier alone must keep the record. A store shared by
+    /// verifiers with other clocks and leeways keeps it longer (the rule of
+    /// `reqstate.redis.record_lifetime_ms`).
+    record_until: u64,
+}
+
+#[pymethods]
+impl PySpentRecord {
+    fn __repr__(&self) -> String {
+        format!(
+            "SpentRecord(name={:?}, expires_at={}, now={}, clock_leeway={})",
+            self.name, self.expires_at, self.now, self.clock_leeway
+        )
+    }
+}
+
+/// The record a redemption asks for, under a codec whose leeway is `leeway`.
+fn spent_record<T>(
+    py: Python<'_>,
+    redemption: &reqstate::Redemption<T>,
+    leeway: u64,
+) -> PySpentRecord {
+    let spent = redemption.spent_id();
+    let until = redemption.record_until();
+    PySpentRecord {
+        name: spent.record_name(),
+        key_id: spent.key_id().get(),
+        token_id: PyBytes::new(py, spent.token_id()).unbind(),
+        // record_until is expires_at + leeway, saturating (which only a
+        // token expiring within the leeway of 2^64 s could reach).
+        expires_at: until.saturating_sub(leeway),
+        now: redemption.now(),
+        clock_leeway: leeway,
+        record_until: until,
+    }
+}
+
+/// Step 15 through a store written in Python: `store.insert_if_absent(record)`.
+/// Its `TokenRefused` for a store reason is raised as is; any other
+/// exception is refused `replay_store_unavailable`, with it as the cause.
+fn ask_store(py: Python<'_>, store: &Bound<'_, PyAny>, record: PySpentRecord) -> PyResult<bool> {
+    let answer = store
+        .call_method1(pyo3::intern!(py, "insert_if_absent"), (record,))
+        .map_err(|e| errors::store_failure(py, e))?;
+    match answer.cast::<pyo3::types::PyBool>() {
+        Ok(recorded) => Ok(recorded.is_true()),
+        Err(_) => Err(errors::error(
+            py,
+            Kind::Refused,
+            "replay_store_unavailable",
+            &format!(
+                "the replay store's insert_if_absent answered a {}, not a bool: the token \
+                 is refused unrecorded",
+                answer
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "value".into())
+            ),
+        )),
+    }
+}
+
 // -------------------------------------------------------------------- codec
 
 /// Mints and verifies requestState tokens under a keyring and a policy.
@@ -891,9 +974,20 @@ impl PyCodec {
         verified(py, v, false)
     }
 
-    /// Consumes a single-use token: verifies it, records it as spent in
-    /// `store`, and gives its contents only the first time (`replayed`
-    /// after). A token that is not single-use is `wrong_kind`.
+    /// Consumes a single-use token: verifies it (FORMAT.md §8 steps 0-14,
+    /// decoding the state included), then records it as spent in `store`
+    /// (step 15, last), and gives its contents only the first time
+    /// (`replayed` after). A token that is not single-use is `wrong_kind`.
+    ///
+    /// `store` is a `MemoryReplayStore` (recorded without leaving Rust) or
+    /// any object with `insert_if_absent(record: SpentRecord) -> bool`
+    /// (`reqstate.ReplayStore`, such as `reqstate.redis.RedisReplayStore`):
+    /// True if this call recorded the token, False if it was recorded
+    /// before; it raises `TokenRefused` (`replay_store_unavailable`,
+    /// `replay_store_full`) when it cannot record. Any other exception it
+    /// raises is refused as `replay_store_unavailable` (its cause attached):
+    /// never accepted unrecorded. The store is called outside the call's
+    /// `now=` and only once every other check has passed.
     #[pyo3(signature = (token, binding, store, *, expected_step = None, now = None, decode = true))]
     #[allow(clippy::too_many_arguments)]
     fn consume(
@@ -901,21 +995,30 @@ impl PyCodec {
         py: Python<'_>,
         token: &str,
         binding: &PyBinding,
-        store: &PyReplayStore,
+        store: &Bound<'_, PyAny>,
         expected_step: Option<&str>,
         now: Option<u64>,
         decode: bool,
     ) -> PyResult<PyVerified> {
-        let core = self.core();
-        let codec = &core.1;
-        let b = binding.binding(py)?;
-        let expected = match expected_step {
-            Some(step) => b.step(step),
-            None => b.any_step(),
+        let memory = store.cast::<PyReplayStore>().ok();
+        if memory.is_none() && !store.hasattr(pyo3::intern!(py, "insert_if_absent"))? {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "store must be a MemoryReplayStore or have an insert_if_absent(record) method \
+                 (reqstate.ReplayStore, e.g. reqstate.redis.RedisReplayStore)",
+            ));
+        }
+        let redemption = {
+            let core = self.core();
+            let codec = &core.1;
+            let b = binding.binding(py)?;
+            let expected = match expected_step {
+                Some(step) => b.step(step),
+                None => b.any_step(),
+            };
+            // Steps 0-13 of FORMAT.md §8, under the call's clock.
+            at(now, || codec.verify_single_use_raw(token, expected))
+                .map_err(|e| errors::refused(py, &e))?
         };
-        // Steps 0-13 of FORMAT.md §8, under the call's clock.
-        let redemption = at(now, || codec.verify_single_use_raw(token, expected))
-            .map_err(|e| errors::refused(py, &e))?;
         // Step 14, decoding the state into what the caller asked for, comes
         // before step 15: a state that does not decode is refused unrecorded.
         let (redemption, undecodable) = decode_redemption(py, redemption, decode);
@@ -924,9 +1027,15 @@ impl PyCodec {
             return Err(errors::refused(py, &reqstate::Refusal::StateDecoding(why)));
         }
         // Step 15, last.
-        let v = redemption
-            .redeem(&*store.store)
-            .map_err(|e| errors::refused(py, &e))?;
+        let v = match memory {
+            Some(memory) => redemption.redeem(&*memory.get().store),
+            None => {
+                let record = spent_record(py, &redemption, self.policy.clock_leeway());
+                let recorded = ask_store(py, store, record)?;
+                redemption.finish(Ok(recorded))
+            }
+        }
+        .map_err(|e| errors::refused(py, &e))?;
         Ok(decoded(py, v))
     }
 
@@ -1171,7 +1280,9 @@ fn _cli_state_json(cbor: &[u8]) -> Option<String> {
 /// the system clock again, not `now`.
 #[pyfunction]
 fn _panic_under_clock_override(now: u64) {
-    at(Some(now), || panic!("a panic under the clock override (test)"))
+    at(Some(now), || {
+        panic!("a panic under the clock override (test)")
+    })
 }
 
 /// For tests only: the clock reading a call would use on this thread
@@ -1215,6 +1326,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySealed>()?;
     m.add_class::<PyUnsealed>()?;
     m.add_class::<PyReplayStore>()?;
+    m.add_class::<PySpentRecord>()?;
     m.add_function(wrap_pyfunction!(call_context, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
     m.add_function(wrap_pyfunction!(_cli_state_from_json, m)?)?;

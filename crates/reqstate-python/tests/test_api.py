@@ -23,7 +23,9 @@ from reqstate import (
     KeyringError,
     MemoryReplayStore,
     MintRefused,
+    ReplayStore,
     ReqstateError,
+    SpentRecord,
     TokenRefused,
     call_context,
     canonical_json,
@@ -281,7 +283,7 @@ def test_a_panic_under_now_does_not_pin_the_clock(binding: Binding) -> None:
     PyO3 as `PanicException`, a `BaseException`) must put it back too: any
     code reading the clock outside a call's own override would otherwise
     read that time, and accept tokens that expired long ago."""
-    codec = Codec(Keyring.ephemeral(HMAC))
+    codec = Codec(Keyring.ephemeral("hmac-sha256"))
     old = codec.mint(binding, "s", ttl=600, now=NOW).token
     with pytest.raises(BaseException, match="under the clock override") as panic:
         reqstate._native._panic_under_clock_override(NOW)
@@ -309,6 +311,88 @@ def test_a_state_that_does_not_decode_is_refused_unrecorded(codec: Codec, bindin
     assert verified.state is None and verified.state_cbor == tagged and len(store) == 1
     with pytest.raises(TokenRefused, match="replayed"):
         codec.consume(token, binding, store, now=NOW, decode=False)
+
+
+class SetStore:
+    """A spent-token store written in Python (`reqstate.ReplayStore`): names
+    in a set, every record it was handed kept for the test to look at."""
+
+    def __init__(self) -> None:
+        self.records: list[SpentRecord] = []
+        self.names: set[str] = set()
+        self.fails: BaseException | None = None
+        self.answer: object = None
+
+    def insert_if_absent(self, record: SpentRecord) -> bool:
+        self.records.append(record)
+        if self.fails is not None:
+            raise self.fails
+        if self.answer is not None:
+            return self.answer  # type: ignore[return-value]
+        if record.name in self.names:
+            return False
+        self.names.add(record.name)
+        return True
+
+
+def test_a_replay_store_written_in_python(codec: Codec, binding: Binding) -> None:
+    """`Codec.consume` takes any `ReplayStore` (what `reqstate.redis` plugs
+    into): it is called once every other check has passed, decoding the
+    state included, with the record's name, the token's expiry and the
+    verifier's clock; its refusals pass through, anything else it raises is
+    `replay_store_unavailable`, never an acceptance."""
+    store = SetStore()
+    assert isinstance(store, ReplayStore) and not isinstance(object(), ReplayStore)
+    minted = codec.mint(binding, "confirm", COUNTER, ttl=300, single_use=True, now=NOW)
+    tagged = codec.mint_cbor(binding, "confirm", bytes.fromhex("c11a69298c00"), single_use=True, now=NOW).token
+    checks: dict[str, Callable[[], object]] = {
+        "wrong_step": lambda: codec.consume(minted.token, binding, store, expected_step="amount", now=NOW),
+        "expired": lambda: codec.consume(minted.token, binding, store, now=NOW + 300 + 60),
+        "authentication_failed": lambda: codec.consume(minted.token, Binding("other", binding.context), store, now=NOW),
+        "state_decoding": lambda: codec.consume(tagged, binding, store, now=NOW),
+        "wrong_kind": lambda: codec.consume(codec.mint(binding, "s", now=NOW).token, binding, store, now=NOW),
+    }
+    for refused, call in checks.items():
+        with pytest.raises(TokenRefused) as error:
+            call()
+        assert error.value.reason == refused
+    assert store.records == [], "the store was asked before every other check passed"
+
+    assert codec.consume(minted.token, binding, store, expected_step="confirm", now=NOW + 5).state == COUNTER
+    [record] = store.records
+    assert len(record.token_id) == 16 and record.name == f"spent:v1:1:{record.token_id.hex()}"
+    assert (record.key_id, record.expires_at, record.now) == (1, NOW + 300, NOW + 5)
+    assert (record.clock_leeway, record.record_until) == (60, NOW + 360)
+    assert record.name in repr(record)
+    with pytest.raises(TokenRefused, match="replayed"):
+        codec.consume(minted.token, binding, store, now=NOW + 6)
+
+    again = codec.mint(binding, "confirm", COUNTER, single_use=True, now=NOW).token
+    store.fails = TokenRefused("replay_store_full", "no room in the test store")
+    with pytest.raises(TokenRefused) as full:
+        codec.consume(again, binding, store, now=NOW)
+    assert (full.value.reason, full.value.message) == ("replay_store_full", "no room in the test store")
+    store.fails = RuntimeError("the store broke")
+    with pytest.raises(TokenRefused) as broke:
+        codec.consume(again, binding, store, now=NOW)
+    assert broke.value.reason == "replay_store_unavailable" and "the store broke" in broke.value.message
+    assert isinstance(broke.value.__cause__, RuntimeError)
+    store.fails = TokenRefused("expired", "not a store's reason")
+    assert reason_of_call(lambda: codec.consume(again, binding, store, now=NOW)) == "replay_store_unavailable"
+    store.fails, store.answer = None, 1
+    assert reason_of_call(lambda: codec.consume(again, binding, store, now=NOW)) == "replay_store_unavailable"
+    store.answer = None
+    assert codec.consume(again, binding, store, now=NOW).state == COUNTER  # never recorded before
+    with pytest.raises(TypeError, match="insert_if_absent"):
+        codec.consume(again, binding, object(), now=NOW)  # type: ignore[arg-type]
+
+
+def reason_of_call(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except TokenRefused as refused:
+        return refused.reason
+    return "accepted"
 
 
 # ---------------------------------------------------------------------- batches

@@ -10,8 +10,10 @@ the Rust core crate (PyO3, one abi3 wheel for CPython >= 3.9).
 
 Errors are exceptions with the core's reason name in `.reason`
 (`TokenRefused`, `MintRefused`, `InvalidArgument`, `KeyringError`).
-`reqstate.mcp` has the codec for the official `mcp` SDK; `python -m reqstate
-mint|verify` is the shared command line (docs/CLI.md).
+`reqstate.mcp` has the codec for the official `mcp` SDK; `reqstate.redis` a
+spent-token store in Redis for single-use tokens across a fleet (the
+`reqstate[redis]` extra); `python -m reqstate mint|verify` is the shared
+command line (docs/CLI.md).
 
 For a server that should hold no key material, the sidecar and its client
 `reqstate_client` (clients/python) are the other choice: see the README.
@@ -35,10 +37,12 @@ from ._native import (
     MemoryReplayStore,
     Minted,
     Sealed,
+    SpentRecord,
     Unsealed,
     Verified,
     canonical_json,
 )
+from ._store import ReplayStore
 
 __all__ = [
     "CALL_CONTEXT_LEN",
@@ -53,8 +57,10 @@ __all__ = [
     "MemoryReplayStore",
     "MintRefused",
     "Minted",
+    "ReplayStore",
     "ReqstateError",
     "Sealed",
+    "SpentRecord",
     "TokenRefused",
     "Unsealed",
     "Verified",

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Literal, final
 
 from ._errors import InvalidArgument, MintRefused, TokenRefused
+from ._store import ReplayStore
 
 REASONS: list[str]
 CALL_CONTEXT_LEN: int
@@ -113,6 +114,30 @@ class MemoryReplayStore:
     def __len__(self) -> int: ...
 
 @final
+class SpentRecord:
+    """One single-use token to record as spent, as `Codec.consume` hands it
+    to a `ReplayStore`: the record's name, never the token."""
+
+    @property
+    def name(self) -> str:
+        """`spent:v1:<key id>:<token id hex>`, to put after a shared store's prefix."""
+    @property
+    def key_id(self) -> int: ...
+    @property
+    def token_id(self) -> bytes: ...
+    @property
+    def expires_at(self) -> int:
+        """The token's expiry, unix seconds."""
+    @property
+    def now(self) -> int:
+        """The verifier's clock reading used for this verification, unix seconds."""
+    @property
+    def clock_leeway(self) -> int: ...
+    @property
+    def record_until(self) -> int:
+        """`expires_at + clock_leeway`: the least a store must keep the record."""
+
+@final
 class Codec:
     """Mints and verifies requestState tokens under a keyring and a policy."""
 
@@ -162,7 +187,7 @@ class Codec:
         self,
         token: str,
         binding: Binding,
-        store: MemoryReplayStore,
+        store: MemoryReplayStore | ReplayStore,
         *,
         expected_step: str | None = None,
         now: int | None = None,
