@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from redis_server import RedisServer
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parent
@@ -85,3 +86,19 @@ def need(path: Path, how: str) -> Path:
     if not path.exists():
         raise AssertionError(f"{path} is missing: {how}")
     return path
+
+
+@pytest.fixture(scope="session")
+def redis_session() -> Iterator[RedisServer]:
+    """One real redis-server for the session (tests/redis_server.py)."""
+    with RedisServer() as started:
+        yield started
+
+
+@pytest.fixture
+def redis_server(redis_session: RedisServer) -> RedisServer:
+    """The session's redis-server, emptied, unpaused and writable for each test."""
+    redis_session.admin.execute_command("CLIENT", "UNPAUSE")
+    redis_session.admin.config_set("maxmemory", 0)
+    redis_session.admin.flushall()
+    return redis_session

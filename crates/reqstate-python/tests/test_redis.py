@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,21 +33,6 @@ COUNTER = {"current": 10, "amount": 5}
 BINDING = Binding("increase-counter", b"user-42")
 KEYRING = Keyring.from_toml("version = 1\n" + key_toml(1, "hmac-sha256", "primary"))
 POLL = 0.2  # seconds between attempts
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[RedisServer]:
-    with RedisServer() as started:
-        yield started
-
-
-@pytest.fixture
-def redis_server(server: RedisServer) -> RedisServer:
-    """The module's server, emptied (and writable) for each test."""
-    server.admin.execute_command("CLIENT", "UNPAUSE")
-    server.admin.config_set("maxmemory", 0)
-    server.admin.flushall()
-    return server
 
 
 def reason(call: Callable[[], object]) -> str:
@@ -342,12 +327,17 @@ def test_no_password_reaches_a_message_or_a_log(caplog: pytest.LogCaptureFixture
         with pytest.raises(TokenRefused) as refused:
             codec.consume(token, BINDING, store)
         shown.append(str(refused.value))
-    for url in (f"http://user:{PASSWORD}@h/", f"redis://user:{ENCODED}@h:notaport/0"):
+    for url in (
+        f"http://user:{PASSWORD}@h/",
+        f"redis://user:{ENCODED}@h:notaport/0",
+        f"redis://user:{PASSWORD}@h:6379/0",  # unencoded: the parser reads "p" as the port
+        f"redis://h:6379/0?password={PASSWORD}&db=x",
+    ):
         with pytest.raises(ValueError) as bad:
             RedisReplayStore(url)
         shown.append(str(bad.value))
         assert bad.value.__cause__ is None and bad.value.__context__ is None
     shown += [r.getMessage() for r in caplog.records]
     for text in shown:
-        assert PASSWORD not in text and ENCODED not in text and "a@ss" not in text, text
+        assert PASSWORD not in text and ENCODED not in text and "a@ss" not in text and "'p'" not in text, text
     assert any("user:***@" in text for text in shown)

@@ -274,10 +274,18 @@ class RedisReplayStore:
                 retry=Retry(NoBackoff(), 0),
             )
         except Exception as error:
-            why = self._redact(str(error))
-        # Raised outside the handler: the parser's own error, which may quote
-        # the URL, is neither the cause nor the context of this one.
-        raise ValueError(f"{redact_url(url)}: {why}")
+            # The parser's words may quote any piece of the URL (a password
+            # with an unencoded `/` or `@` is read as a port): with a
+            # password in it, none of them is shown.
+            if _passwords_of(url):
+                why = f"not a valid Redis URL ({type(error).__name__})"
+            else:
+                why = str(error)
+        # Raised outside the handler: the parser's own error is neither the
+        # cause nor the context of this one.
+        raise ValueError(
+            f"{redact_url(url)}: {why}; percent-encode a password's reserved characters (/ as %2F, @ as %40, : as %3A)"
+        )
 
     def __repr__(self) -> str:
         where = redact_url(self._url) if self._url is not None else repr(self._client)
