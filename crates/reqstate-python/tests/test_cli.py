@@ -5,10 +5,18 @@ tests/cli_conformance.rs; these check the Python one alone, in a subprocess."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import redis
 from conftest import NOW, key_toml, run_cli, write_private
+from redis_server import RedisServer, free_port
+
+from reqstate import Binding, Codec, Keyring, TokenRefused
+from reqstate.redis import RedisReplayStore
 
 PY = [sys.executable, "-m", "reqstate"]
 
@@ -64,5 +72,115 @@ def test_help_lists_every_flag() -> None:
     assert mint.returncode == verify.returncode == 0
     for flag in ("--keyring", "--state-cbor-hex", "--single-use", "--max-lifetime", "--context-file"):
         assert flag in mint.stdout
-    for flag in ("--expected-step", "--consume", "--token"):
+    for flag in ("--expected-step", "--consume", "--token", "--replay-store", "--replay-key-prefix",
+                 "--replay-timeout-ms", "--replay-max-skew-ms"):  # fmt: skip
         assert flag in verify.stdout
+
+
+# ------------------------------------------------------------- --replay-store
+
+
+def mint_single_use(k: str) -> str:
+    mint = run_cli([*PY, "mint", "--keyring", k, "--tool", "t", "--step", "s", "--single-use", "--context", "c"])
+    assert mint.returncode == 0, mint.stderr
+    token: str = json.loads(mint.stdout)["token"]
+    return token
+
+
+def consume(k: str, token: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return run_cli([*PY, "verify", "--keyring", k, "--tool", "t", "--context", "c", "--consume", *flags, token])
+
+
+def test_consume_with_a_replay_store_spends_the_token_across_runs(tmp_dir: Path, redis_server: RedisServer) -> None:
+    """`verify --consume --replay-store URL`: the record is kept in Redis by
+    the shared rule, so a second run (or any other verifier on that Redis)
+    refuses the token as replayed; same JSON as without the store."""
+    k = keyring(tmp_dir)
+    token = mint_single_use(k)
+    first = consume(k, token, "--replay-store", redis_server.url)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["valid"] is True and first.stdout.count("\n") == 1
+    [key] = redis_server.admin.keys("*")
+    assert isinstance(key, bytes) and re.fullmatch(rb"reqstate:spent:v1:1:[0-9a-f]{32}", key), key
+    for again in (
+        consume(k, token, "--replay-store", redis_server.url),
+        consume(k, token, f"--replay-store=unix://{redis_server.socket}", "--replay-timeout-ms", "500"),
+    ):
+        assert again.returncode == 1, again.stderr
+        refused = json.loads(again.stdout)
+        assert set(refused) == {"valid", "reason", "message"} and refused["reason"] == "replayed"
+    # The library's store sees the same record.
+    store = RedisReplayStore(redis_server.url)
+    codec = Codec(Keyring.from_file(k))
+    with pytest.raises(TokenRefused, match="replayed"):
+        codec.consume(token, Binding("t", b"c"), store, decode=False)
+    # Another prefix is another record set; without --replay-store, a record for the run only.
+    other = consume(k, token, "--replay-store", redis_server.url, "--replay-key-prefix", "other:")
+    assert other.returncode == 0, other.stderr
+    assert consume(k, token).returncode == 0
+    # A token consumed by the library is refused by the command line.
+    fresh = mint_single_use(k)
+    codec.consume(fresh, Binding("t", b"c"), store, decode=False)
+    refused_run = consume(k, fresh, "--replay-store", redis_server.url, "--replay-max-skew-ms", "60000")
+    assert refused_run.returncode == 1 and json.loads(refused_run.stdout)["reason"] == "replayed"
+
+
+def test_a_replay_store_that_fails_refuses_the_token(tmp_dir: Path, redis_server: RedisServer) -> None:
+    k = keyring(tmp_dir)
+    token = mint_single_use(k)
+    down = f"redis://user:{ENCODED}@127.0.0.1:{free_port()}/0?password={ENCODED}"
+    done = consume(k, token, "--replay-store", down, "--replay-timeout-ms", "300")
+    assert done.returncode == 1, done.stderr
+    refused = json.loads(done.stdout)
+    assert refused["reason"] == "replay_store_unavailable"
+    assert "s3cr" not in done.stdout + done.stderr
+    # Not recorded: the token is still good.
+    assert consume(k, token, "--replay-store", redis_server.url).returncode == 0
+    # A SET of unknown outcome: the run cannot retry it, and says so.
+    token = mint_single_use(k)
+    pauser = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    pauser.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
+    try:
+        held = consume(k, token, "--replay-store", redis_server.url, "--replay-timeout-ms", "500")
+    finally:
+        pauser.execute_command("CLIENT", "UNPAUSE")
+        pauser.close()
+    assert held.returncode == 1, held.stderr
+    message = json.loads(held.stdout)["message"]
+    assert json.loads(held.stdout)["reason"] == "replay_store_unavailable"
+    assert "may have been recorded" in message and "same store object" not in message, message
+
+
+PASSWORD = "s3cr/et@x"
+ENCODED = "s3cr%2Fet%40x"
+
+
+def test_replay_flags_are_usage_errors_where_they_do_not_belong(tmp_dir: Path) -> None:
+    k = keyring(tmp_dir)
+    token = mint_single_use(k)
+    base = [*PY, "verify", "--keyring", k, "--tool", "t", "--context", "c"]
+    url = "redis://127.0.0.1:6379/0"
+    for flags in (
+        ["--replay-store", url],  # without --consume
+        ["--replay-max-skew-ms", "100"],
+        ["--consume", "--replay-key-prefix", "p:"],  # without --replay-store
+        ["--consume", "--replay-timeout-ms", "100"],
+        ["--consume", "--replay-store", url, "--replay-timeout-ms", "0"],
+        ["--consume", "--replay-store", url, "--replay-timeout-ms", "60001"],
+        ["--consume", "--replay-store", url, "--replay-timeout-ms", "1.5"],
+        ["--consume", "--replay-store", url, "--replay-max-skew-ms", "0"],
+        ["--consume", "--replay-store", url, "--replay-max-skew-ms", "-1"],
+        ["--consume", "--replay-store", url, "--replay-store", url],
+        ["--consume", "--replay-store", ""],
+        ["--consume", "--replay-store", f"memcached://u:{PASSWORD}@h:1"],
+        ["--consume", "--replay-store", f"http://h/?password={PASSWORD}"],
+        ["--consume", "--replay-store", f"{url},redis://u:{PASSWORD}@h2:6379"],
+        ["--consume", "--replay-store", "redis://u:p%2F@h:notaport/0"],
+        ["--consume", "--replay-store", f"redis://u:{PASSWORD}@h:6379/0"],  # not percent-encoded
+        ["--consume", "--replay-store"],
+    ):
+        done = run_cli([*base, *flags, token])
+        assert done.returncode == 64 and done.stdout == "" and done.stderr.strip(), flags
+        assert "s3cr" not in done.stderr and "et@x" not in done.stderr and "p%2F" not in done.stderr, done.stderr
+    done = run_cli([*PY, "mint", "--keyring", k, "--tool", "t", "--step", "s", "--replay-store", url])
+    assert done.returncode == 64 and "not a flag of mint" in done.stderr

@@ -10,14 +10,18 @@ implementations agree byte for byte (tests/cli_conformance.rs checks it).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from . import _native
-from ._errors import KeyringError, ReqstateError
-from ._native import Binding, Codec, Keyring, MemoryReplayStore
+from ._errors import KeyringError, ReqstateError, TokenRefused
+from ._native import Binding, Codec, Keyring, MemoryReplayStore, Verified
+
+if TYPE_CHECKING:
+    from .redis import RedisReplayStore
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -61,7 +65,9 @@ or {"reason","message"} when the core refuses (exit 1). Usage errors exit 64.
 
 _VERIFY_HELP = (
     """\
-usage: python -m reqstate verify --keyring FILE --tool TEXT [--expected-step TEXT] [--consume]
+usage: python -m reqstate verify --keyring FILE --tool TEXT [--expected-step TEXT]
+         [--consume [--replay-store URL [--replay-key-prefix P] [--replay-timeout-ms N]
+                     [--replay-max-skew-ms N]]]
          [--context TEXT | --context-hex HEX | --context-file FILE]
          [--now UNIX_SECONDS] [policy flags] (TOKEN | --token TOKEN)
 
@@ -70,7 +76,15 @@ Verifies a token and prints {"valid":true,"step","state","state_cbor_hex",
 "message"} (exit 1). Usage errors exit 64. TOKEN `-` reads standard input.
 
   --expected-step TEXT        the step the token must be for (default: any)
-  --consume                   accept a single-use token (a record for this run only)
+  --consume                   accept a single-use token (a record for this run only,
+                              or in the Redis of --replay-store)
+  --replay-store URL          with --consume: spend the token in this Redis (>= 7.0), by the
+                              rule every reqstate store shares: redis://[user:password@]host:port[/db],
+                              rediss://..., unix:///path/redis.sock (needs reqstate[redis])
+  --replay-key-prefix P       with --replay-store: the records' prefix (default reqstate:)
+  --replay-timeout-ms N       with --replay-store: the store call's deadline, 1-60000 (default 1000)
+  --replay-max-skew-ms N      with --replay-store: how far this clock may be from Redis's,
+                              1-60000 (default 2000)
   --token TOKEN               the token (or give it as the positional argument)
 """
     + _SHARED
@@ -92,7 +106,8 @@ _COMMON_VALUES = {
 }
 _FLAGS = {
     "mint": _COMMON_VALUES | {"--step", "--state-json", "--state-cbor-hex", "--ttl"},
-    "verify": _COMMON_VALUES | {"--expected-step", "--token"},
+    "verify": _COMMON_VALUES
+    | {"--expected-step", "--token", "--replay-store", "--replay-key-prefix", "--replay-timeout-ms", "--replay-max-skew-ms"},
 }
 _COMMAND_SWITCHES = {
     "mint": {"--single-use", "--allow-insecure-keyring-permissions", "--help"},
@@ -211,6 +226,70 @@ def _codec(parsed: Parsed) -> Codec:
         raise UsageError(f"policy: {error}") from None
 
 
+_REPLAY_FLAGS = ("--replay-store", "--replay-key-prefix", "--replay-timeout-ms", "--replay-max-skew-ms")
+
+
+def _ranged(parsed: Parsed, name: str, low: int, high: int, default: int) -> int:
+    value = _u64(parsed, name, default)
+    assert value is not None
+    if not low <= value <= high:
+        raise UsageError(f"{name} must be in {low}..={high}")
+    return value
+
+
+def _replay_store(parsed: Parsed) -> RedisReplayStore | None:
+    """The Redis store of `--replay-store` (docs/CLI.md), or None: the
+    --replay-* flags only with --consume, the others only with
+    --replay-store. Connects on first use."""
+    given = [name for name in _REPLAY_FLAGS if name in parsed.values]
+    if not given:
+        return None
+    if "--consume" not in parsed.switches:
+        raise UsageError(f"{given[0]} needs --consume")
+    url = parsed.values.get("--replay-store")
+    if url is None:
+        raise UsageError(f"{given[0]} needs --replay-store")
+    timeout_ms = _ranged(parsed, "--replay-timeout-ms", 1, 60_000, 1000)
+    max_skew_ms = _ranged(parsed, "--replay-max-skew-ms", 1, 60_000, 2000)
+    try:
+        from .redis import RedisReplayStore, redact_url
+    except ImportError:
+        raise UsageError("--replay-store needs redis-py: pip install 'reqstate[redis]'") from None
+    if re.search(r",\s*[a-z][a-z0-9+.-]*://", url, re.IGNORECASE):
+        raise UsageError(f"--replay-store takes one Redis URL, not a list: {redact_url(url)}")
+    try:
+        return RedisReplayStore(
+            url,
+            prefix=parsed.values.get("--replay-key-prefix", "reqstate:"),
+            timeout=timeout_ms / 1000,
+            max_skew_ms=max_skew_ms,
+        )
+    except ValueError as error:
+        raise UsageError(f"--replay-store {error}") from None
+
+
+def _consume_in_redis(
+    codec: Codec, token: str, binding: Binding, store: RedisReplayStore, step: str | None, now: int | None
+) -> Verified:
+    """`--consume --replay-store`: the record kept in Redis by the shared
+    rule, reached only by a token that passed every other check."""
+    try:
+        return codec.consume(token, binding, store, expected_step=step, now=now, decode=False)
+    except TokenRefused as refused:
+        if store.pending_retries:
+            # The store's advice (retry through the same store object) cannot
+            # be followed across runs: the attempt ends with this process.
+            detail = refused.message.split("; the token may")[0]
+            raise TokenRefused(
+                "replay_store_unavailable",
+                f"the token is refused and may have been recorded ({detail}): if it was, a later "
+                "consume is refused as replayed",
+            ) from None
+        raise
+    finally:
+        store.close()
+
+
 def _require(parsed: Parsed, *names: str) -> None:
     for name in names:
         if name not in parsed.values:
@@ -302,13 +381,16 @@ def verify(args: Sequence[str], out: TextIO, stdin: TextIO) -> int:
         raise UsageError("exactly one token is needed: TOKEN, --token TOKEN or -")
     _require(parsed, "--keyring", "--tool")
     now = _u64(parsed, "--now", None)
+    store = _replay_store(parsed)
     token = _stdin_token(stdin) if tokens[0] == "-" else tokens[0]
     context = _context(parsed)
     codec = _codec(parsed)
     step = parsed.values.get("--expected-step")
     try:
         binding = Binding(parsed.values["--tool"], context)
-        if "--consume" in parsed.switches:
+        if store is not None:
+            verified = _consume_in_redis(codec, token, binding, store, step, now)
+        elif "--consume" in parsed.switches:
             # A spent-token record for this run only (docs/CLI.md `--consume`).
             verified = codec.consume(token, binding, MemoryReplayStore(64), expected_step=step, now=now, decode=False)
         else:
