@@ -7,16 +7,18 @@
 #   bash crates/reqstate-python/run-tests.sh [pytest args...]
 #
 # Creates crates/reqstate-python/.venv when absent, installs the pinned
-# requirements-dev.txt (maturin, mcp, mypy, pytest, grpcio for the sidecar
-# client), then builds and installs this package from its directory with
+# requirements-dev.txt (maturin, mcp, redis-py for reqstate.redis and
+# `python -m reqstate verify --consume --replay-store`, mypy, pytest, grpcio
+# for the sidecar client), then builds and installs this package from its directory with
 # `pip install` (maturin, the Rust toolchain, the shared target/ dir:
 # incremental). Idempotent: a second run reinstalls the package and nothing
 # else. Needs python3 (3.10+), cargo and PyPI.
 #
 # The tests need the `reqstate` binary ($REQSTATE_BIN, default
-# <repo>/target/debug/reqstate) and the TypeScript command line
-# (clients/typescript/dist/cli.js, from clients/typescript/build.sh); they fail,
-# never skip, when either is missing. The interpreter with the package is
+# <repo>/target/debug/reqstate), the TypeScript command line
+# (clients/typescript/dist/cli.js, from clients/typescript/build.sh) and
+# redis-server >= 7.0 ($REDIS_SERVER, default the one on PATH: they start
+# their own); they fail, never skip, when one is missing. The interpreter with the package is
 # .venv/bin/python: tests/cli_conformance.rs runs `python -m reqstate` with it
 # (or with $REQSTATE_PYTHON).
 set -euo pipefail

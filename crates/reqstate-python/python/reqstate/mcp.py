@@ -36,6 +36,25 @@ crates/reqstate-python/examples/increase_counter_inprocess.py.
 Both fail closed: a state that does not open is `InvalidRequestState` (the
 SDK answers `-32602 Invalid or expired requestState`) or, with
 `CompactStates`, the same `MCPError` directly; the reason goes to the log.
+
+**Single-use rounds** (the round whose retry would repeat an effect): with
+`CompactStates`, mint that round's token `single_use=True` and consume the
+retry against a spent-token store shared by every replica,
+`reqstate.redis.RedisReplayStore` (Redis >= 7.0, the `reqstate[redis]`
+extra, the same records as the sidecars'): accepted once across the fleet
+while every replica's clock is within `max_skew_ms` of Redis's, refused
+(`replay_store_unavailable`), never accepted unrecorded, when it cannot be
+recorded. The store is synchronous: call `consume` in a worker thread.
+
+    store = RedisReplayStore(os.environ["REQSTATE_REPLAY_STORE"])
+    binding = states.binding("increase-counter", arguments, principal)
+    token = codec.mint(binding, "confirm", {"current": 10, "amount": 5}, single_use=True).token
+    ...
+    verified = await anyio.to_thread.run_sync(
+        lambda: codec.consume(token, binding, store, expected_step="confirm"))
+
+`InProcessCodec` sees only the SDK's sealed bytes and cannot make a round
+single-use.
 """
 
 from __future__ import annotations
