@@ -109,7 +109,7 @@ impl Drop for ReadRunning {
 /// hung file system (or a file stuck mid-write on a network volume) can
 /// neither hang a reload nor pile up threads: a read past its limit is
 /// abandoned (never applied, even if it ends later), and no new read starts
-/// while [`MAX_STUCK_READS`] abandoned ones are still stuck.
+/// while four (`MAX_STUCK_READS`) abandoned ones are still stuck.
 #[derive(Debug, Default, Clone)]
 pub struct OffThreadReads {
     running: Arc<AtomicUsize>,

@@ -8,15 +8,15 @@
 //! concurrent consumes of a token, on any sidecar, records it. The lifetime is
 //! relative ([`reqstate::shared_record_lifetime`]): long enough for every
 //! verifier whatever its leeway, while every verifier's clock is within
-//! `--replay-max-skew-ms` of Redis's, which [`ClockGuard`] checks against Redis
-//! `TIME` (at start, every 10 s, and before a consume after a wall-clock step),
-//! refusing consumes while it does not hold. Every store call has a deadline;
+//! `--replay-max-skew-ms` of Redis's, which the clock guard (`ClockGuard`)
+//! checks against Redis `TIME` (at start, every 10 s, and before a consume
+//! after a wall-clock step), refusing consumes while it does not hold. Every store call has a deadline;
 //! a store that errs or does not answer in time makes the consume fail closed
 //! (`REASON_REPLAY_STORE_UNAVAILABLE`) and nothing else: the sidecar keeps
 //! serving, and the Redis connection reconnects by itself. A call whose
 //! outcome is unknown (it may have been recorded) leaves its attempt id
 //! behind, so that the caller's retry through this sidecar is accepted once if
-//! it was ([`Pending`]).
+//! it was (`Pending`).
 
 use std::collections::HashMap;
 use std::fmt;
