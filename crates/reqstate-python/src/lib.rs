@@ -650,30 +650,22 @@ fn verified(py: Python<'_>, v: Verified<Vec<u8>>, decode: bool) -> PyResult<PyVe
 type DecodedState = (Option<Py<PyAny>>, Vec<u8>);
 
 /// Decodes the state of a redemption that is not recorded yet (FORMAT.md §8
-/// step 14 before step 15). Gives the redemption, still to be recorded, and
-/// why the state has no Python form if it has none (then the token must be
-/// refused `state_decoding` and never recorded).
+/// step 14 before step 15): a state with no Python form is refused
+/// `state_decoding`, and the redemption, never recorded, is dropped.
 fn decode_redemption(
     py: Python<'_>,
     redemption: reqstate::Redemption<Vec<u8>>,
     decode: bool,
-) -> (reqstate::Redemption<DecodedState>, Option<String>) {
-    let mut undecodable = None;
-    let redemption = redemption.map_state(|cbor| {
+) -> Result<reqstate::Redemption<DecodedState>, reqstate::Refusal> {
+    redemption.try_map_state(|cbor| {
         let value = if decode {
-            match state::to_py_fast(py, &cbor) {
-                Ok(value) => Some(value.unbind()),
-                Err(why) => {
-                    undecodable = Some(why);
-                    None
-                }
-            }
+            let value = state::to_py_fast(py, &cbor).map_err(reqstate::Refusal::StateDecoding)?;
+            Some(value.unbind())
         } else {
             None
         };
-        (value, cbor)
-    });
-    (redemption, undecodable)
+        Ok((value, cbor))
+    })
 }
 
 /// The `Verified` of a recorded single-use token, its state decoded before.
@@ -761,17 +753,14 @@ fn spent_record<T>(
     leeway: u64,
 ) -> PySpentRecord {
     let spent = redemption.spent_id();
-    let until = redemption.record_until();
     PySpentRecord {
         name: spent.record_name(),
         key_id: spent.key_id().get(),
         token_id: PyBytes::new(py, spent.token_id()).unbind(),
-        // record_until is expires_at + leeway, saturating (which only a
-        // token expiring within the leeway of 2^64 s could reach).
-        expires_at: until.saturating_sub(leeway),
+        expires_at: redemption.expires_at(),
         now: redemption.now(),
         clock_leeway: leeway,
-        record_until: until,
+        record_until: redemption.record_until(),
     }
 }
 
@@ -1021,11 +1010,8 @@ impl PyCodec {
         };
         // Step 14, decoding the state into what the caller asked for, comes
         // before step 15: a state that does not decode is refused unrecorded.
-        let (redemption, undecodable) = decode_redemption(py, redemption, decode);
-        if let Some(why) = undecodable {
-            drop(redemption);
-            return Err(errors::refused(py, &reqstate::Refusal::StateDecoding(why)));
-        }
+        let redemption =
+            decode_redemption(py, redemption, decode).map_err(|e| errors::refused(py, &e))?;
         // Step 15, last.
         let v = match memory {
             Some(memory) => redemption.redeem(&*memory.get().store),
