@@ -17,7 +17,29 @@ case "${1-}" in
     *) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
 esac
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time is printed as the next one starts, and all of them at
+# the end, so a run that grows says where (the full run's budget is 45
+# minutes on 2 cores; CI's limit is 90).
+timings=()
+step_name=""
+step_started=$SECONDS
+step() {
+    if [ -n "$step_name" ]; then
+        local took=$((SECONDS - step_started))
+        printf '    (%dm %02ds: %s)\n' $((took / 60)) $((took % 60)) "$step_name"
+        timings+=("$(printf '%5ds  %s' "$took" "$step_name")")
+    fi
+    step_name="$*"
+    step_started=$SECONDS
+    printf '\n==> %s\n' "$*"
+}
+report_timings() {
+    step "(end)"
+    step_name=""
+    printf '\nstep times:\n'
+    printf '  %s\n' "${timings[@]}"
+    printf '  %5ds  total\n' "$SECONDS"
+}
 
 # cargo-deny, installed in the repository (.tools/, ignored by git): it
 # compiles from source, once per machine.
@@ -63,6 +85,7 @@ if $quick; then
     step "sidecar unit tests"
     cargo test --locked -p reqstate-sidecar --lib
 
+    report_timings
     step "quick tests passed (the full run: bash scripts/test.sh)"
     exit 0
 fi
@@ -172,4 +195,5 @@ bash deploy/run-tests.sh
 step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
 bash fuzz/run.sh 20
 
+report_timings
 step "all tests passed"
