@@ -41,10 +41,12 @@ report_timings() {
     printf '  %5ds  total\n' "$SECONDS"
 }
 
-# cargo-deny, installed in the repository (.tools/, ignored by git): it
-# compiles from source, once per machine.
+# cargo-deny, installed where `cargo install` puts tools ($CARGO_HOME/bin):
+# it compiles from source (about 5 minutes on 2 cores), once per machine
+# rather than once per clone (it lived in the clone's .tools/ before, which a
+# clean clone, as CI's, never has).
 DENY_VERSION=0.20.2
-DENY="$PWD/.tools/bin/cargo-deny"
+DENY="${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deny"
 deny_installed() { [ "$("$DENY" --version 2>/dev/null)" = "cargo-deny $DENY_VERSION" ]; }
 # Licences, bans and sources (deny.toml) of every workspace member, from
 # Cargo.lock and the local registry cache only. Advisories are not checked: they need the RustSec
@@ -68,7 +70,7 @@ if $quick; then
     if deny_installed; then
         deny_check
     else
-        echo "cargo-deny $DENY_VERSION is not installed in .tools/: not checked here;"
+        echo "cargo-deny $DENY_VERSION is not installed in $(dirname "$DENY"): not checked here;"
         echo "the full run (bash scripts/test.sh) installs it and checks."
     fi
 
@@ -128,7 +130,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 step "licences, bans and sources (cargo deny, deny.toml)"
-deny_installed || cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root .tools
+deny_installed || cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root "$(dirname "$(dirname "$DENY")")"
 deny_check
 
 step "TypeScript package build (its reqstate-ts command is in tests/cli_conformance.rs)"
