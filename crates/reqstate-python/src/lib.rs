@@ -1000,10 +1000,7 @@ impl PyCodec {
             let core = self.core();
             let codec = &core.1;
             let b = binding.binding(py)?;
-            let expected = match expected_step {
-                Some(step) => b.step(step),
-                None => b.any_step(),
-            };
+            let expected = b.expecting(expected_step);
             // Steps 0-13 of FORMAT.md §8, under the call's clock.
             at(now, || codec.verify_single_use_raw(token, expected))
                 .map_err(|e| errors::refused(py, &e))?
@@ -1125,10 +1122,7 @@ impl PyCodec {
         let core = self.core();
         let codec = &core.1;
         let b = binding.binding(py)?;
-        let expected = match expected_step.as_deref() {
-            Some(step) => b.step(step),
-            None => b.any_step(),
-        };
+        let expected = b.expecting(expected_step.as_deref());
         let outcomes: Vec<Result<Verified<Vec<u8>>, reqstate::Refusal>> = py.detach(|| {
             at(now, || {
                 tokens
@@ -1199,10 +1193,7 @@ impl PyCodec {
         let core = self.core();
         let codec = &core.1;
         let b = binding.binding(py)?;
-        let expected = match expected_step {
-            Some(step) => b.step(step),
-            None => b.any_step(),
-        };
+        let expected = b.expecting(expected_step);
         at(now, || codec.verify_raw(token, expected)).map_err(|e| errors::refused(py, &e))
     }
 }

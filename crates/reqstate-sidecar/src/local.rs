@@ -170,10 +170,7 @@ pub fn verify(args: VerifyArgs) -> u8 {
     };
     let result = (|| -> Result<_, VerifyError> {
         let binding = Binding::with_context_bytes(tool, &context).map_err(reqstate::Error::from)?;
-        let expected = match args.expected_step.as_deref() {
-            Some(step) => binding.step(step),
-            None => binding.any_step(),
-        };
+        let expected = binding.expecting(args.expected_step.as_deref());
         let verified = if args.consume {
             let redemption = codec
                 .verify_single_use_raw(&token, expected)
@@ -208,7 +205,7 @@ pub fn verify(args: VerifyArgs) -> u8 {
                 .try_map_state(decode)
                 .map_err(reqstate::Error::from)?
         };
-        Ok(verified.map_state(|(state, value)| (state, value)))
+        Ok(verified)
     })();
     match result {
         Ok(verified) => {

@@ -188,10 +188,7 @@ pub fn check_one(codec: &Codec, request: &pb::VerifyRequest) -> Checked {
         Ok(binding) => binding,
         Err(e) => return Checked::Done(Err(e.into())),
     };
-    let expected = match &request.expected_step {
-        Some(step) => binding.step(step),
-        None => binding.any_step(),
-    };
+    let expected = binding.expecting(request.expected_step.as_deref());
     if request.consume {
         match codec.verify_single_use::<WireState>(&request.token, expected) {
             Ok(redemption) => Checked::Consume(redemption.map_state(|s| s.0)),

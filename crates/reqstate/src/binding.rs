@@ -76,6 +76,16 @@ impl<'a> Binding<'a> {
             step: None,
         }
     }
+
+    /// [`Binding::step`] when a step is given, [`Binding::any_step`] when
+    /// not: for callers whose expected step is optional input (a gRPC
+    /// field, a command-line flag, a Python keyword).
+    pub fn expecting(self, step: Option<&'a str>) -> Expected<'a> {
+        Expected {
+            binding: self,
+            step,
+        }
+    }
 }
 
 /// What a verifier requires of a state token: its [`Binding`] and, if given,
