@@ -117,21 +117,29 @@ describe('the shared Redis rule, against a real redis-server', () => {
       const e = await refusal(codec.consume(token, opts, store));
       assert.equal(e?.reason, 'replay_store_unavailable');
       const word = offset > 0 ? 'ahead of' : 'behind';
-      assert.match(e.message, new RegExp(`the clock here is 4[12]\\d\\d ms ${word} the replay store's \\(Redis TIME\\), more than the 2000 ms allowed \\(maxSkewMs\\): consumes are refused until the clocks agree`));
+      const said = new RegExp(`the clock here is (\\d+) ms ${word} the replay store's \\(Redis TIME\\), more than the 2000 ms allowed \\(maxSkewMs\\): consumes are refused until the clocks agree`).exec(e.message);
+      assert.equal(Number(said?.[1]), Math.round(Math.abs(store.clockSkewMs)), e.message);
       assert.equal(server.cli('--scan', '--pattern', 'skew:*'), '', 'no record written');
-      assert.ok(Math.abs(store.clockSkewMs - offset) < 150, `clockSkewMs ${store.clockSkewMs}`);
+      assert.ok(Math.abs(store.clockSkewMs - offset) <= store.clockSkew.uncertaintyMs + 5, JSON.stringify(store.clockSkew));
       assert.equal(store.clockSkew.withinLimit, false);
-      assert.ok(seen.length >= 1 && seen.every((m) => !m.withinLimit && m.maxSkewMs === 2000 && Math.abs(m.skewMs - offset) < 150 && m.uncertaintyMs >= 0), JSON.stringify(seen));
+      assert.ok(seen.length >= 1 && seen.every((m) => !m.withinLimit && m.maxSkewMs === 2000 && Math.abs(m.skewMs - offset) <= m.uncertaintyMs + 5), JSON.stringify(seen));
     });
   }
 
   test('(c) a skew within maxSkewMs is allowed; maxSkewMs is an option', async () => {
     const codec = verifier();
+    // The measured skew is -900 ms give or take half the round trip of TIME
+    // (the store's own uncertainty), which a loaded machine can stretch: the
+    // message is checked against the measurement, and the measurement
+    // against the offset within its stated uncertainty.
     const strict = await open({ prefix: 'skew2:', maxSkewMs: 500, clock: () => Date.now() - 900 });
-    assert.match((await refusal(codec.consume(mint(codec), opts, strict)))?.message ?? '', /9\d\d ms behind .* more than the 500 ms allowed/);
-    const loose = await open({ prefix: 'skew2:', maxSkewMs: 1500, clock: () => Date.now() - 900 });
-    assert.equal(await reasonOf(codec.consume(mint(codec), opts, loose)), 'accepted');
-    assert.ok(loose.clockSkewMs < -800 && loose.clockSkewMs > -1000, String(loose.clockSkewMs));
+    const message = (await refusal(codec.consume(mint(codec), opts, strict)))?.message ?? 'accepted';
+    const said = Number(/the clock here is (\d+) ms behind .* more than the 500 ms allowed/.exec(message)?.[1]);
+    assert.equal(said, Math.round(Math.abs(strict.clockSkewMs)), message);
+    assert.ok(Math.abs(strict.clockSkewMs + 900) <= strict.clockSkew.uncertaintyMs + 5, JSON.stringify(strict.clockSkew));
+    const loose = await open({ prefix: 'skew2:', maxSkewMs: 3000, clock: () => Date.now() - 900 });
+    assert.equal(await reasonOf(codec.consume(mint(codec), opts, loose)), 'accepted', JSON.stringify(loose.clockSkew));
+    assert.ok(Math.abs(loose.clockSkewMs + 900) <= loose.clockSkew.uncertaintyMs + 5, JSON.stringify(loose.clockSkew));
   });
 
   test('a wall clock that steps is measured again before the next consume (not only every 10 s)', async () => {
