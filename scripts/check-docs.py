@@ -17,7 +17,8 @@ does not ignore) with one of the extensions in EXTENSIONS:
    quoted words;
 4. paths: every backticked path under one of PATH_ROOTS (in Markdown, and in
    the comments of code) exists, where `*`, `?`, `[..]`, `<placeholder>` and
-   `{a,b}` are wildcards and `file.rs::item` / `file.py:12` name the file.
+   `{a,b}` are wildcards and `file.rs::item` / `file.py:12` name the file;
+   a path followed by "(as of <commit>)" must exist at that commit instead.
 
 Prints one line per problem, `file:line: what is broken`, and exits 1 if
 there is any; exits 0 with a one-line summary otherwise. Python 3.11
@@ -88,6 +89,8 @@ BARE_SECTION_RE = re.compile(r"(?<![\w.])§\s?(\d+(?:\.\d+)*)")
 NAMED_SECTION_RE = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)(?:\]\([^)]*\))?`?,?\s+\"([^\"]{2,80})\""
 )
+# A backticked path followed by "(as of <commit>)" names a file of that commit.
+AS_OF_RE = re.compile(r"^\s*\(as of ([0-9a-f]{7,40})\)")
 COMMENT_PREFIXES = {
     ".rs": ("//",), ".ts": ("//", "*", "/*"), ".js": ("//", "*", "/*"), ".mjs": ("//", "*", "/*"),
     ".py": ("#",), ".sh": ("#",), ".toml": ("#",), ".yaml": ("#",), ".yml": ("#",), ".proto": ("//",),
@@ -382,12 +385,32 @@ class Checker:
             if not found and not matches(pattern, ALLOWED_MISSING_PATHS):
                 self.report(path, number, f"`{candidate}` does not exist")
 
-    def check_code_span_paths(self, path: str, number: int, line: str) -> None:
+    def check_code_span_paths(self, path: str, number: int, line: str, next_line: str = "") -> None:
         for m in CODE_SPAN_RE.finditer(line):
+            # `path` (as of 1a2b3c4): a path of that commit, checked there
+            pinned = AS_OF_RE.match(line[m.end():] + " " + next_line.strip())
             for word in m.group(2).split():
-                self.check_path_word(path, number, word)
+                if pinned:
+                    self.check_pinned_path(path, number, word, pinned.group(1))
+                else:
+                    self.check_path_word(path, number, word)
+
+    def check_pinned_path(self, path: str, number: int, word: str, commit: str) -> None:
+        word = word.strip("'\",;:.()[]").rstrip("/")
+        if word.split("/")[0] not in PATH_ROOTS or "/" not in word:
+            return
+        found = any(
+            subprocess.run(
+                ["git", "cat-file", "-e", f"{commit}:{base}{word}"], cwd=self.root,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ).returncode == 0
+            for base in self.bases(path)
+        )
+        if not found:
+            self.report(path, number, f"`{word}` does not exist at commit {commit}")
 
     def check_markdown(self, path: str, text: str) -> None:
+        all_lines = text.splitlines()
         info = self.md(path)
         numbered = info if self.is_numbered(path) else None
         historical = matches(path, HISTORICAL_PATHS)
@@ -405,7 +428,8 @@ class Checker:
             self.check_sections(path, number, line, numbered, previous)
             self.check_named_sections(path, number, line)
             if not historical:
-                self.check_code_span_paths(path, number, line)
+                next_line = all_lines[number] if number < len(all_lines) else ""
+                self.check_code_span_paths(path, number, line, next_line)
             previous = line
 
     def check_code(self, path: str, text: str, suffix: str) -> None:
