@@ -21,8 +21,10 @@ does not ignore) with one of the extensions in EXTENSIONS:
    a path followed by "(as of <commit>)" must exist at that commit instead.
 
 Prints one line per problem, `file:line: what is broken`, and exits 1 if
-there is any; exits 0 with a one-line summary otherwise. Python 3.11
-standard library only. Usage: python3 scripts/check-docs.py [--root DIR]
+there is any; exits 0 with a one-line summary otherwise. `--self-test` runs
+the checker on a small planted repository instead and requires exactly the
+planted problems to be reported. Python 3.11 standard library only.
+Usage: python3 scripts/check-docs.py [--root DIR] [--self-test]
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ EXTENSIONS = {".md", ".rs", ".ts", ".js", ".mjs", ".py", ".sh", ".toml", ".yaml"
 SKIP_FILES = [
     "vendor/h2/*",
     "!vendor/h2/PATCH.md",
+    # This script: its --self-test plants broken references on purpose.
+    "scripts/check-docs.py",
 ]
 
 # The first segment of a backticked word that makes it a repository path.
@@ -510,11 +514,100 @@ class Checker:
         return 0
 
 
+# --self-test: a small repository with one instance of every kind of breakage
+# (and of what must pass), so that the checker itself is seen failing.
+SELF_TEST_FILES = {
+    "docs/FORMAT.md": """# Format
+## 1. Keys
+### 1.1 Derivation
+## 2. Encoding
+## 3. Layout
+Bare references: §2 holds, §9 does not; RFC 8949 §7.7 is another document's.
+## Who may call: do not run a signing oracle
+## `--state-json`: JSON to CBOR
+## Twice
+## Twice
+""",
+    "README.md": """# Example
+[good](docs/FORMAT.md#who-may-call-do-not-run-a-signing-oracle), [good](docs/FORMAT.md#--state-json-json-to-cbor),
+[good](docs/FORMAT.md#twice-1), [good](#example), [good](https://example.invalid/x.md), [good](crates/x/src/)
+[bad anchor](docs/FORMAT.md#nowhere) [bad file](docs/NOWHERE.md) [outside](../../etc/passwd)
+FORMAT.md §1.1 holds; docs/FORMAT.md §4 does not; [docs/FORMAT.md](docs/FORMAT.md) §2–§5 ends nowhere.
+`crates/x/src/lib.rs`, `crates/x/src/*.rs`, `crates/x/{src,tests}`, `crates/*/README.md` hold;
+`crates/x/src/gone.rs` and `crates/x/{src,nowhere}` do not; `target/debug/reqstate` is allowed.
+docs/FORMAT.md, "Keys" holds; docs/FORMAT.md, "Wheels" does not.
+```sh
+cat crates/in/a/fence   # fenced: not checked
+```
+""",
+    "crates/x/README.md": "# x\nRelative to the package: `tests/it.rs` holds, `tests/gone.rs` does not.\n",
+    "crates/x/tests/it.rs": "// nothing\n",
+    "crates/x/src/lib.rs": """//! docs/FORMAT.md §3 holds; FORMAT.md §8 does not; see `docs/gone.md`.
+//! Named: docs/FORMAT.md, "Why nothing".
+pub fn f() -> &'static str {
+    "`crates/not/in/a/comment`"
+}
+""",
+}
+
+SELF_TEST_EXPECTED = [
+    "README.md:4: link `docs/FORMAT.md#nowhere`",
+    "README.md:4: link `docs/NOWHERE.md`",
+    "README.md:4: link `../../etc/passwd` leaves the repository",
+    "README.md:5: docs/FORMAT.md §4:",
+    "README.md:5: docs/FORMAT.md §5:",
+    "README.md:7: `crates/x/src/gone.rs` does not exist",
+    "README.md:7: `crates/x/nowhere` does not exist",
+    'README.md:8: docs/FORMAT.md, "Wheels"',
+    "crates/x/README.md:2: `tests/gone.rs` does not exist",
+    "crates/x/src/lib.rs:1: FORMAT.md §8:",
+    "crates/x/src/lib.rs:1: `docs/gone.md` does not exist",
+    'crates/x/src/lib.rs:2: docs/FORMAT.md, "Why nothing"',
+    "docs/FORMAT.md:6: §9:",
+]
+
+
+def self_test() -> int:
+    """Runs the checker on SELF_TEST_FILES: exactly SELF_TEST_EXPECTED must
+    be reported (each as the start of one problem line)."""
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, text in SELF_TEST_FILES.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+        checker = Checker(root)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = checker.run()
+    got = [str(p) for p in checker.problems]
+    missing = [e for e in SELF_TEST_EXPECTED if not any(g.startswith(e) for g in got)]
+    unexpected = [g for g in got if not any(g.startswith(e) for e in SELF_TEST_EXPECTED)]
+    for line in missing:
+        print(f"self-test: not reported: {line}")
+    for line in unexpected:
+        print(f"self-test: reported but expected to pass: {line}")
+    if missing or unexpected or code != 1:
+        print(f"check-docs self-test FAILED (exit {code})", file=sys.stderr)
+        return 1
+    print(f"check-docs self-test: {len(got)} planted problems reported, nothing else")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_root = Path(__file__).resolve().parent.parent
     parser.add_argument("--root", type=Path, default=default_root, help="repository root (default: this script's)")
+    parser.add_argument(
+        "--self-test", action="store_true", help="check the checker on planted problems instead of the repository"
+    )
     args = parser.parse_args()
+    if args.self_test:
+        return self_test()
     return Checker(args.root.resolve()).run()
 
 
