@@ -1,0 +1,98 @@
+//! `Binding` (`PyBinding`): what a state token is bound to but does not
+//! carry, checked once when built; and the argument readers the classes
+//! share (`text_arg`, `bytes_arg`: a `str`, or bytes with a `str` taken as
+//! its UTF-8, each refused `invalid_argument` otherwise).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use reqstate::Binding;
+
+use crate::errors;
+
+/// What a state token is bound to but does not carry: the tool and the
+/// caller's context bytes (usually `call_context(...)`). Checked once.
+#[pyclass(module = "reqstate._native", name = "Binding", frozen)]
+pub(crate) struct PyBinding {
+    tool: String,
+    context: Vec<u8>,
+}
+
+#[pymethods]
+impl PyBinding {
+    /// `tool`: 1 to 256 bytes of UTF-8; `context`: at most 65536 bytes
+    /// (empty binds to no context). A `str` context is taken as its UTF-8.
+    #[new]
+    #[pyo3(signature = (tool, context = None))]
+    fn new(
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        context: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let tool = text_arg(py, tool, "tool")?;
+        let context = match context {
+            None => Vec::new(),
+            Some(c) => bytes_arg(py, c, "context")?,
+        };
+        Binding::with_context_bytes(&tool, &context)
+            .map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+        Ok(PyBinding { tool, context })
+    }
+
+    /// The tool name.
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The context bytes.
+    #[getter]
+    fn context<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.context)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Binding(tool={:?}, context=<{} bytes>)",
+            self.tool,
+            self.context.len()
+        )
+    }
+}
+
+impl PyBinding {
+    /// The core's binding (checked once already, when this was built).
+    pub(crate) fn binding(&self, py: Python<'_>) -> PyResult<Binding<'_>> {
+        Binding::with_context_bytes(&self.tool, &self.context)
+            .map_err(|e| errors::invalid_argument(py, &e.to_string()))
+    }
+}
+
+/// A `str` argument called `name`, or `invalid_argument`.
+pub(crate) fn text_arg(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    let s = value
+        .cast::<PyString>()
+        .map_err(|_| errors::invalid_argument(py, &format!("{name} must be a str")))?;
+    s.to_cow()
+        .map(|s| s.into_owned())
+        .map_err(|_| errors::invalid_argument(py, &format!("{name} is not valid Unicode")))
+}
+
+/// A bytes argument called `name` (a `str` is taken as its UTF-8), or
+/// `invalid_argument`.
+pub(crate) fn bytes_arg(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u8>> {
+    if let Ok(s) = value.cast::<PyString>() {
+        return s
+            .to_cow()
+            .map(|s| s.as_bytes().to_vec())
+            .map_err(|_| errors::invalid_argument(py, &format!("{name} is not valid Unicode")));
+    }
+    if let Ok(b) = value.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    value.extract::<Vec<u8>>().map_err(|_| {
+        errors::invalid_argument(
+            py,
+            &format!("{name} must be bytes (or str, taken as UTF-8)"),
+        )
+    })
+}
