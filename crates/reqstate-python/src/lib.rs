@@ -78,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clock::_clock_now, m)?)?;
     m.add("REASONS", reasons())?;
     m.add("CALL_CONTEXT_LEN", reqstate::CALL_CONTEXT_LEN)?;
+    m.add("MAX_ARGUMENTS_DEPTH", reqstate::MAX_ARGUMENTS_DEPTH)?;
     m.add("MAX_STATE_DEPTH", reqstate::MAX_STATE_DEPTH)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())

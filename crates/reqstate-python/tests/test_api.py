@@ -628,6 +628,29 @@ def test_call_context_corpus() -> None:
             with pytest.raises(InvalidArgument) as refused:
                 call_context(*args)
             assert refused.value.reason == "invalid_argument", case["name"]
+            # The rule broken, by the corpus's name for it (the sidecar
+            # client's InvalidArgumentError.reason comes from here).
+            assert refused.value.rule == case["reason"], case["name"]
+            with pytest.raises(InvalidArgument) as refused:
+                canonical_json(case["arguments_json"])
+            assert refused.value.rule == case["reason"], case["name"]
+
+
+def test_call_context_refuses_a_raw_lone_surrogate_by_its_rule() -> None:
+    # A Python str can hold a surrogate that no escape produced: it has no
+    # UTF-8 form, and is refused as the escaped one is, not UnicodeEncodeError.
+    for call in (lambda: canonical_json('{"s":"\ud800"}'), lambda: call_context("p", "a", "m", '{"s":"\ud800"}')):
+        with pytest.raises(InvalidArgument) as refused:
+            call()
+        assert refused.value.rule == "lone_surrogate"
+    assert canonical_json("[" * reqstate.MAX_ARGUMENTS_DEPTH + "]" * reqstate.MAX_ARGUMENTS_DEPTH)
+    with pytest.raises(InvalidArgument) as refused:
+        canonical_json("[" * (reqstate.MAX_ARGUMENTS_DEPTH + 1) + "]" * (reqstate.MAX_ARGUMENTS_DEPTH + 1))
+    assert refused.value.rule == "too_deep"
+    # Other argument errors name no rule.
+    with pytest.raises(InvalidArgument) as refused:
+        Binding("", b"")
+    assert refused.value.rule is None
 
 
 def test_call_context_of_parsed_arguments() -> None:
@@ -642,7 +665,10 @@ def test_call_context_of_parsed_arguments() -> None:
 
 
 def test_reasons_are_the_cores() -> None:
-    conformance = (REPO / "tests" / "cli_conformance.rs").read_text(encoding="utf-8")
+    # The conformance suite's list (tests/conformance/main.rs since the root
+    # became a virtual workspace; tests/cli_conformance.rs before).
+    sources = [REPO / "tests" / "conformance" / "main.rs", REPO / "tests" / "cli_conformance.rs"]
+    conformance = next(p for p in sources if p.is_file()).read_text(encoding="utf-8")
     listed = conformance.split("const REASONS: &[&str] = &[", 1)[1].split("];", 1)[0]
     assert sorted(reqstate.REASONS) == sorted(json.loads("[" + listed.strip().rstrip(",") + "]"))
 

@@ -28,6 +28,7 @@ from . import _native
 from ._errors import InvalidArgument, KeyringError, MintRefused, ReqstateError, TokenRefused
 from ._native import (
     CALL_CONTEXT_LEN,
+    MAX_ARGUMENTS_DEPTH,
     MAX_STATE_DEPTH,
     REASONS,
     Binding,
@@ -46,6 +47,7 @@ from ._store import ReplayStore
 
 __all__ = [
     "CALL_CONTEXT_LEN",
+    "MAX_ARGUMENTS_DEPTH",
     "MAX_STATE_DEPTH",
     "REASONS",
     "Binding",
@@ -85,7 +87,8 @@ def call_context(principal: str, audience: str, method: str, arguments: Any) -> 
     (a dict, list, ...), which is printed as JSON first. Raises
     `InvalidArgument` (reason `invalid_argument`) for arguments JCS cannot
     represent exactly (duplicate keys, numbers that are not exactly a double,
-    lone surrogates, nesting deeper than 128).
+    lone surrogates, nesting deeper than `MAX_ARGUMENTS_DEPTH`, 128); for
+    JSON text its `rule` names the rule broken.
     """
     if isinstance(arguments, str):
         text = arguments
@@ -94,7 +97,5 @@ def call_context(principal: str, audience: str, method: str, arguments: Any) -> 
             text = _ARGUMENTS_JSON.encode(arguments)
         except (TypeError, ValueError) as error:
             raise InvalidArgument("invalid_argument", f"the arguments are not JSON: {error}") from None
-    try:
-        return _native.call_context(principal, audience, method, text)
-    except UnicodeEncodeError:
-        raise InvalidArgument("invalid_argument", "the arguments hold a lone surrogate") from None
+    # A lone surrogate in the text is refused there (rule lone_surrogate).
+    return _native.call_context(principal, audience, method, text)

@@ -42,7 +42,14 @@ class MintRefused(ReqstateError):
 
 class InvalidArgument(ReqstateError, ValueError):
     """An argument out of range (`invalid_argument`): an empty tool or step,
-    a zero ttl, a policy value out of bounds, arguments JCS cannot represent."""
+    a zero ttl, a policy value out of bounds, arguments JCS cannot represent.
+
+    For arguments refused by `call_context` or `canonical_json` (their JSON
+    text), `rule` names the FORMAT.md §7 rule they broke: ``not_json``,
+    ``duplicate_key``, ``inexact_number``, ``lone_surrogate`` or ``too_deep``
+    (the names of tests/vectors/call_context.json); otherwise it is None."""
+
+    rule: str | None = None
 
 
 class KeyringError(ReqstateError):

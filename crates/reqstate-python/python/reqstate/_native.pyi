@@ -10,6 +10,7 @@ from ._store import ReplayStore
 
 REASONS: list[str]
 CALL_CONTEXT_LEN: int
+MAX_ARGUMENTS_DEPTH: int
 MAX_STATE_DEPTH: int
 VERSION: str
 
