@@ -9,10 +9,12 @@
 # Creates crates/reqstate-python/.venv when absent, installs the pinned
 # requirements-dev.txt (maturin, mcp, redis-py for reqstate.redis and
 # `python -m reqstate verify --consume --replay-store`, mypy, pytest, grpcio
-# for the sidecar client), then builds and installs this package from its directory with
-# `pip install` (maturin, the Rust toolchain, the shared target/ dir:
-# incremental). Idempotent: a second run reinstalls the package and nothing
-# else. Needs python3 (3.10+), cargo and PyPI.
+# for the sidecar client), then installs this package's wheel from
+# build-wheel.sh (built as `pip install <dir>` builds it, with maturin, the
+# Rust toolchain and the shared target/ dir, or reused from target/wheels/
+# when one built from the same sources is there: clients/python/run-tests.sh
+# installs the same wheel). Idempotent: a second run reinstalls the package
+# and nothing else. Needs python3 (3.10+), cargo and PyPI.
 #
 # The tests need the `reqstate` binary ($REQSTATE_BIN, default
 # <repo>/target/debug/reqstate), the TypeScript command line
@@ -40,9 +42,10 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
 # The package itself, built from this directory as `pip install <dir>` does
 # on a fresh machine, but with the pinned maturin (no build isolation) and
-# the repository's target/ (CARGO_TARGET_DIR is the workspace's by default).
-# maturin's pep517 hooks run the `maturin` command: the venv's, on PATH.
-PATH="$venv/bin:$PATH" "${pip[@]}" install --quiet --no-deps --no-build-isolation --force-reinstall "$here"
+# the repository's target/ (CARGO_TARGET_DIR is the workspace's by default);
+# a wheel already built from these sources is reused (build-wheel.sh).
+wheel="$(bash "$here/build-wheel.sh" "$venv/bin/python")"
+"${pip[@]}" install --quiet --no-deps --force-reinstall "$wheel"
 "${pip[@]}" check
 "$venv/bin/python" -c 'import reqstate, sys; sys.stderr.write(f"run-tests.sh: reqstate {reqstate.__version__} from {reqstate.__file__}\n")'
 
