@@ -4,10 +4,15 @@
 #   bash clients/python/run-tests.sh [pytest args...]
 #
 # Creates clients/python/.venv when absent, installs the pinned
-# requirements-dev.txt and the package itself into it, runs mypy and ruff,
-# then pytest.
-# Needs only python3 (3.10+) and access to PyPI. Never builds Rust: the tests
-# use $REQSTATE_BIN, or <repo>/target/debug/reqstate by default.
+# requirements-dev.txt, the `reqstate` package (crates/reqstate-python: the
+# call context is the core crate's, through it) and the package itself into
+# it, runs mypy and ruff, then pytest.
+# Needs python3 (3.10+), access to PyPI, and cargo unless target/wheels/
+# already holds a `reqstate` wheel built from the current sources
+# (crates/reqstate-python/build-wheel.sh reuses it, as after
+# crates/reqstate-python/run-tests.sh; CARGO_TARGET_DIR moves target/).
+# Never builds the sidecar: the tests use $REQSTATE_BIN, or
+# <repo>/target/debug/reqstate by default.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,6 +30,10 @@ fi
 source "$repo/scripts/lib/python-venv.sh"
 ensure_venv "$venv" "$here/requirements-dev.txt"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+# The native package this one depends on (pyproject.toml), as its own runner
+# builds it: one wheel for both.
+wheel="$(bash "$repo/crates/reqstate-python/build-wheel.sh" "$venv/bin/python")"
+"${pip[@]}" install --quiet --no-deps --force-reinstall "$wheel"
 # The package itself, rebuilt every run (it is small) from a clean build
 # dir, with the pinned setuptools and no dependency resolution beyond the pins.
 rm -rf "$here/build"
