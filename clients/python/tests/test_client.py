@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import time
 
 import grpc
@@ -22,6 +26,7 @@ from reqstate_client import (
     TransportError,
     VerifyItem,
 )
+from reqstate_client._client import channel_options
 from reqstate_client._pb import reqstate_pb2 as pb
 
 CONTEXT = b'{"principal":"user-42","audience":"counter-server","args":"sha256:..."}'
@@ -33,17 +38,60 @@ def test_health_answers_without_the_bearer_token(sidecar: Sidecar, transport: st
         assert client.health("reqstate.v1.RequestState") == "SERVING"
 
 
-def test_the_socket_needs_no_channel_option_and_still_takes_the_old_one(sidecar: Sidecar) -> None:
-    # The client sets no `grpc.default_authority` any more: grpcio sends the
-    # socket path, percent-encoded, as :authority, which the sidecar accepts
-    # on Unix sockets (vendor/h2/PATCH.md). Code that still passes the old
-    # workaround keeps working.
-    assert sidecar.client("unix")._grpc_target.startswith("unix:")
-    for options in ([], [("grpc.default_authority", "localhost")]):
+def test_the_socket_gets_a_plain_authority_unless_the_caller_sets_one(sidecar: Sidecar) -> None:
+    # On a Unix socket grpcio would send the socket's path, percent-encoded,
+    # as :authority, which only the sidecar's patched h2 accepts
+    # (vendor/h2/PATCH.md): the client sends `localhost` instead, so it does
+    # not depend on that patch. A caller's own authority wins.
+    authority = ("grpc.default_authority", "localhost")
+    assert channel_options("unix:///run/reqstate.sock") == [authority]
+    assert channel_options("unix-abstract:reqstate") == [authority]
+    assert channel_options("unix:/run/reqstate.sock", [("grpc.max_send_message_length", 1)]) == [
+        ("grpc.max_send_message_length", 1),
+        authority,
+    ]
+    own = [("grpc.default_authority", "reqstate.internal")]
+    assert channel_options("unix:///run/reqstate.sock", own) == own
+    # Over TCP the target's host:port stays the authority.
+    assert channel_options("127.0.0.1:50051") == []
+    assert channel_options("localhost:50051", own) == own
+    for options in ([], [authority], own):
         with Client(sidecar.unix_target, sidecar.auth_token, 5.0, options=options) as client:
             minted = client.mint("t", "s", state_json=1, ttl_seconds=60)
             assert client.verify(minted.token, "t", expected_step="s").json() == 1
             assert client.health() == "SERVING"
+
+
+def _authorities_sent(code: str, socket: str) -> list[str]:
+    """The :authority values gRPC's C core sends while `code` runs (its HTTP
+    trace, GRPC_TRACE=http), in a child process given the socket path."""
+    env = dict(os.environ, GRPC_TRACE="http", GRPC_VERBOSITY="debug")
+    run = subprocess.run([sys.executable, "-c", code, socket], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "SERVING", run.stdout
+    return re.findall(r":authority: ([^,\s]+),", run.stderr)
+
+
+def test_the_authority_on_the_wire_is_localhost(sidecar: Sidecar) -> None:
+    socket = str(sidecar.unix)
+    path_authority = socket.lstrip("/").replace("/", "%2F")
+    # The control: a bare grpcio channel sends the percent-encoded path
+    # (if the trace stopped showing it, the check below would prove nothing).
+    bare = (
+        "import grpc, sys\n"
+        "with grpc.insecure_channel('unix://' + sys.argv[1]) as ch:\n"
+        "    check = ch.unary_unary('/grpc.health.v1.Health/Check')\n"
+        "    check(b'', timeout=5)\n"
+        "    print('SERVING')\n"
+    )
+    assert set(_authorities_sent(bare, socket)) == {path_authority}
+    client = (
+        "import sys\n"
+        "from reqstate_client import Client\n"
+        "with Client('unix://' + sys.argv[1], timeout=5) as c:\n"
+        "    print(c.health())\n"
+    )
+    assert set(_authorities_sent(client, socket)) == {"localhost"}
 
 
 def test_mint_then_verify_json_state(sidecar: Sidecar, transport: str) -> None:

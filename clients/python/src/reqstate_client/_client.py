@@ -45,6 +45,28 @@ def grpc_target(target: str) -> str:
     return target
 
 
+UNIX_SOCKET_AUTHORITY = "localhost"
+"""The HTTP/2 `:authority` sent on a Unix socket unless the caller's options
+set `grpc.default_authority`."""
+
+
+def channel_options(grpc_target: str, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """The grpcio channel options for `grpc_target` (as `grpc_target()` gives
+    it): the caller's `options`, plus ``("grpc.default_authority",
+    "localhost")`` on a Unix socket unless they set one.
+
+    On a Unix socket gRPC's C core sends the socket's path, percent-encoded,
+    as the `:authority` (`run%2Freqstate%2Freqstate.sock`), which is not a URI
+    authority: HTTP/2 servers built on the `http` crate (upstream h2) reset
+    such streams. A plain name works with any server; over TCP the target's
+    own host:port stays the authority."""
+    chosen = list(options)
+    unix = grpc_target.startswith(("unix:", "unix-abstract:"))
+    if unix and not any(name == "grpc.default_authority" for name, _ in chosen):
+        chosen.append(("grpc.default_authority", UNIX_SOCKET_AUTHORITY))
+    return chosen
+
+
 def _state_json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
@@ -130,7 +152,9 @@ class Client:
     sidecar's bearer token (`--auth-token-file`), sent as
     `authorization: Bearer <token>` on every call. `timeout` bounds every
     call in seconds. `credentials` (a `grpc.ChannelCredentials`) switches to
-    TLS for a sidecar with `--tls-cert`.
+    TLS for a sidecar with `--tls-cert`. `options` are grpcio channel options;
+    on a Unix socket the `:authority` sent is `localhost` unless they set
+    `grpc.default_authority` (`channel_options`).
 
     Token failures are results (`Verified.valid`, `Unsealed.valid`); RPC
     failures raise `ReqstateError` subclasses, `TransportError` when the
@@ -150,11 +174,11 @@ class Client:
         self.target = target
         self.timeout = timeout
         self._grpc_target = grpc_target(target)
-        channel_options = list(options)
+        chosen_options = channel_options(self._grpc_target, options)
         if credentials is None:
-            self._channel = grpc.insecure_channel(self._grpc_target, options=channel_options)
+            self._channel = grpc.insecure_channel(self._grpc_target, options=chosen_options)
         else:
-            self._channel = grpc.secure_channel(self._grpc_target, credentials, options=channel_options)
+            self._channel = grpc.secure_channel(self._grpc_target, credentials, options=chosen_options)
         self._stub = _Stub(self._channel)
         self._metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token is not None else ()
