@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Client, ReqstateError, TransportError, callContext, status } from '../src/index.js';
+import { Client, ReqstateError, TransportError, callContext, status } from '@reqstate/client';
 import { REPO, Sidecar, freePort } from './support/sidecar.js';
 
 /**

@@ -4,7 +4,7 @@
 // retry, the client echoing requestState and adding inputResponses.
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, callContext } from '../src/index.js';
+import { Client, callContext } from '@reqstate/client';
 import { createHandlers, InvalidRequestStateError } from '../examples/handlers.js';
 import { Sidecar, freePort } from './support/sidecar.js';
 

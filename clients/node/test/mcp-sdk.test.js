@@ -7,7 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client as McpClient, InMemoryTransport } from '@modelcontextprotocol/client';
-import { Client, callContext } from '../src/index.js';
+import { Client, callContext } from '@reqstate/client';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { createMcpServer } from '../examples/mcp-server.js';
 import { Sidecar } from './support/sidecar.js';
