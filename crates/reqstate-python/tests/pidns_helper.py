@@ -1,7 +1,7 @@
 """The review's reproduction of a clone that keeps the pid (security review 3,
 finding 7), run by tests/test_fork.py as pid 1 of a new PID namespace
 (`unshare -Urpf --mount-proc python pidns_helper.py`), as the Rust test
-tests/core_random.rs `clone_in_a_new_pid_namespace_never_shares_a_nonce` does.
+crates/reqstate/tests/core/random.rs `clone_in_a_new_pid_namespace_never_shares_a_nonce` does.
 
 It warms the codec (the random pool of this thread is filled), moves its
 future children into another new PID namespace (unshare(CLONE_NEWPID)) and

@@ -6,7 +6,7 @@ the OS on every draw, so they never repeat across a clone; nonce hedges come
 from a per-thread pool that a clone may repeat, which the hedge (FORMAT.md
 §4.2) turns into the same nonce only for the very same message, that is, the
 very same token. These tests pin that invariant (the Rust one is
-tests/core_random.rs)."""
+crates/reqstate/tests/core/random.rs)."""
 
 from __future__ import annotations
 
