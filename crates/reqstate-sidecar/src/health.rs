@@ -21,6 +21,13 @@ use crate::config::{DEV_LISTEN, ListenAddr};
 /// The exit code for "not serving": anything but a `SERVING` answer.
 pub const EXIT_NOT_SERVING: u8 = 1;
 
+/// The endpoint URI of a Unix-socket probe. The connector dials the socket;
+/// the URI only gives the HTTP/2 `:authority` sent, `localhost`, a
+/// well-formed one, so that the probe never depends on the vendored h2's
+/// tolerance of malformed authorities (vendor/h2/PATCH.md) and works against
+/// an unpatched server.
+const UNIX_ENDPOINT: &str = "http://localhost";
+
 /// Where to probe, from `--listen`, else the first address of
 /// `REQSTATE_LISTEN`, else the `serve --dev` address.
 fn target(args: &HealthArgs) -> String {
@@ -79,9 +86,7 @@ async fn connect(target: &ListenAddr, text: &str, args: &HealthArgs) -> Result<C
                 return Err("--tls-ca applies to tcp: addresses only".into());
             }
             let path = path.clone();
-            // The URI only names the `:authority` sent ("localhost"); the
-            // connector dials the socket.
-            Endpoint::from_static("http://localhost")
+            Endpoint::from_static(UNIX_ENDPOINT)
                 .connect_with_connector(tower::service_fn(move |_: Uri| {
                     let path = path.clone();
                     async move {
@@ -194,6 +199,86 @@ pub fn run(args: &HealthArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the test server saw of the probe's request.
+    #[derive(Debug, PartialEq)]
+    struct Seen {
+        authority: Option<String>,
+        malformed_authority: bool,
+        path: String,
+    }
+
+    /// A bare HTTP/2 server on a Unix socket that answers one
+    /// `grpc.health.v1.Health/Check` with `SERVING` and reports the request.
+    async fn serve_one_check(
+        listener: tokio::net::UnixListener,
+    ) -> Result<Seen, Box<dyn std::error::Error + Send + Sync>> {
+        let (stream, _) = listener.accept().await?;
+        let mut connection = h2::server::handshake(stream).await?;
+        let (request, mut respond) = connection.accept().await.ok_or("no request")??;
+        let seen = Seen {
+            authority: request.uri().authority().map(|a| a.as_str().to_owned()),
+            malformed_authority: request
+                .extensions()
+                .get::<h2::ext::MalformedAuthority>()
+                .is_some(),
+            path: request.uri().path().to_owned(),
+        };
+        let response = http::Response::builder()
+            .header("content-type", "application/grpc")
+            .body(())?;
+        let mut body = respond.send_response(response, false)?;
+        // One uncompressed message: HealthCheckResponse { status: SERVING }.
+        body.send_data(
+            prost::bytes::Bytes::from_static(&[0, 0, 0, 0, 2, 0x08, 0x01]),
+            false,
+        )?;
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        body.send_trailers(trailers)?;
+        // Drive the connection until the client closes it.
+        while connection.accept().await.is_some() {}
+        Ok(seen)
+    }
+
+    #[test]
+    fn the_unix_socket_probe_sends_a_well_formed_authority() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let socket = dir.path().join("sidecar.sock");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+            let server = tokio::spawn(serve_one_check(listener));
+            let args = HealthArgs {
+                listen: None,
+                service: String::new(),
+                timeout_ms: 5000,
+                tls_ca: None,
+                tls_cert: None,
+                tls_key: None,
+                tls_server_name: None,
+            };
+            let status = tokio::time::timeout(
+                Duration::from_secs(10),
+                check(&ListenAddr::Unix(socket.clone()), "unix:test", &args),
+            )
+            .await
+            .expect("an answer within 10 s");
+            assert_eq!(status, Ok(ServingStatus::Serving));
+            let seen = server.await.expect("the server task").expect("the server");
+            assert_eq!(
+                seen,
+                Seen {
+                    authority: Some("localhost".to_owned()),
+                    malformed_authority: false,
+                    path: "/grpc.health.v1.Health/Check".to_owned(),
+                }
+            );
+        });
+    }
 
     #[test]
     fn the_tls_server_name_defaults_to_the_host_as_written() {
