@@ -11,7 +11,10 @@
 //! - [`service`]: the `reqstate.v1.RequestState` implementation, over
 //!   [`wire`] (proto messages to core calls and back) and [`live_keyring`]
 //!   (the keyring in service, swapped whole on reload).
-//! - [`call_gate`]: bearer token, peer-uid allow-list, load shedding;
+//! - [`call_gate`]: the tower layers between a listener and the routes,
+//!   one per concern and assembled in one place (error mapping, the
+//!   `:authority` check, bearer token, peer-uid allow-list, concurrency
+//!   limits with load shedding, the call deadline, call metrics);
 //!   [`bearer`]: the bearer tokens, reloaded with the keyring.
 //! - [`call_metrics`]: call counts and latency by rpc and result.
 //! - [`listeners`]: Unix (mode 0600) and TCP listeners.

@@ -12,13 +12,13 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::Routes;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
+use tower::layer::util::Stack;
 
 use crate::bearer::{AuthTokenFile, TokenReloader};
 use crate::call_gate::CallGateLayer;
-use crate::call_metrics::CallMetricsLayer;
 use crate::cli::EXIT_BAD_CONFIG;
 use crate::config::{KeyringSource, ListenAddr, ServeConfig, TlsConfig};
 use crate::listeners::{BoundListener, bind};
@@ -62,6 +62,19 @@ fn tls_template(tls: &TlsConfig) -> Result<Server, String> {
     Server::builder()
         .tls_config(config)
         .map_err(|e| format!("TLS configuration: {e}"))
+}
+
+/// The gRPC server of one listener: `template` (plain, or with TLS) with
+/// the call gate in front of the routes, and nothing else. In particular no
+/// `Server::timeout`: the gate's deadline layer ends every call at its
+/// deadline with `DEADLINE_EXCEEDED`, where tonic's timeout would answer
+/// `CANCELLED` ([`crate::call_gate::deadline`]).
+fn grpc_server(
+    template: Server,
+    gate: &CallGateLayer,
+    routes: &Routes,
+) -> Router<Stack<CallGateLayer, tower::layer::util::Identity>> {
+    template.layer(gate.clone()).add_routes(routes.clone())
 }
 
 type HealthReporter = tonic_health::server::HealthReporter;
@@ -272,11 +285,7 @@ async fn serve(config: ServeConfig) -> u8 {
             BoundListener::Unix { listener, path } => {
                 tracing::info!(listen = %format!("unix:{}", path.display()), "serving gRPC");
                 socket_paths.push(path);
-                let server = Server::builder()
-                    .timeout(limits.call_timeout)
-                    .layer(gate.clone())
-                    .layer(CallMetricsLayer::new(metrics.clone()))
-                    .add_routes(routes.clone());
+                let server = grpc_server(Server::builder(), &gate, &routes);
                 servers.spawn(
                     server.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
                 );
@@ -285,13 +294,8 @@ async fn serve(config: ServeConfig) -> u8 {
                 let local = listener.local_addr().ok();
                 tracing::info!(listen = ?local, tls = tls_server.is_some(), "serving gRPC");
                 let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-                let server = tls_server
-                    .clone()
-                    .unwrap_or_else(Server::builder)
-                    .timeout(limits.call_timeout)
-                    .layer(gate.clone())
-                    .layer(CallMetricsLayer::new(metrics.clone()))
-                    .add_routes(routes.clone());
+                let template = tls_server.clone().unwrap_or_else(Server::builder);
+                let server = grpc_server(template, &gate, &routes);
                 servers.spawn(server.serve_with_incoming_shutdown(incoming, stopped));
             }
         }
@@ -410,4 +414,217 @@ fn print_dev_banner(listen: &[ListenAddr], authenticated: bool) {
          grpcurl -plaintext {auth_header}-d '{{\"tool\":\"demo\",\"token\":\"<token>\"}}' \\\n    \
          {target} reqstate.v1.RequestState/Verify\n"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::convert::Infallible;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use http::{HeaderMap, Request, Response};
+    use hyper::body::{Body as HttpBody, Bytes, Frame};
+    use tonic::Status;
+    use tonic::body::Body;
+
+    type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+    /// How long a test waits for what the sidecar must do much sooner.
+    const PATIENCE: Duration = Duration::from_secs(20);
+
+    /// A response body that never ends.
+    struct Endless;
+
+    impl HttpBody for Endless {
+        type Data = Bytes;
+        type Error = Status;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+            Poll::Pending
+        }
+    }
+
+    /// A gRPC service whose `Unary` method never answers (a batch far over
+    /// its time) and whose `Stream` method answers at once with a stream
+    /// that never ends (a health `Watch` with no change).
+    #[derive(Clone)]
+    struct Stalled;
+
+    impl tonic::server::NamedService for Stalled {
+        const NAME: &'static str = "test.Stalled";
+    }
+
+    impl tower::Service<Request<Body>> for Stalled {
+        type Response = Response<Body>;
+        type Error = Infallible;
+        type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: Request<Body>) -> Self::Future {
+            let streams = request.uri().path() == "/test.Stalled/Stream";
+            Box::pin(async move {
+                if !streams {
+                    std::future::pending::<()>().await;
+                }
+                let mut response = Response::new(Body::new(Endless));
+                response.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/grpc"),
+                );
+                Ok(response)
+            })
+        }
+    }
+
+    /// A sidecar's gRPC server, built as `serve` builds each listener's,
+    /// over [`Stalled`], on a loopback port.
+    async fn stalled_server(
+        call_timeout: Duration,
+    ) -> Result<(std::net::SocketAddr, Arc<Metrics>), Box<dyn std::error::Error + Send + Sync>>
+    {
+        let metrics = Arc::new(Metrics::new()?);
+        let gate = CallGateLayer::new(None, Vec::new(), 1024, 16, call_timeout, metrics.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = grpc_server(Server::builder(), &gate, &Routes::new(Stalled));
+        tokio::spawn(server.serve_with_incoming(TcpIncoming::from(listener)));
+        Ok((addr, metrics))
+    }
+
+    /// The gRPC status a call to `method` ended with (from the headers of a
+    /// trailers-only answer, or from the trailers), with the headers it
+    /// came in. Sent with plain h2, `grpc-timeout` as given: gRPC clients
+    /// (tonic's channel too) enforce that header themselves and would end
+    /// the call first; what is measured here is the server's answer.
+    async fn status_of_call(
+        addr: std::net::SocketAddr,
+        method: &str,
+        grpc_timeout: Option<&'static str>,
+    ) -> Result<(Status, HeaderMap), Box<dyn std::error::Error + Send + Sync>> {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let (mut client, connection) = h2::client::handshake(tcp).await?;
+        tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method("POST")
+            .uri(format!("http://{addr}/test.Stalled/{method}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        if let Some(value) = grpc_timeout {
+            request = request.header("grpc-timeout", value);
+        }
+        let (response, _) = client.send_request(request.body(())?, true)?;
+        let (parts, mut body) = response.await?.into_parts();
+        if let Some(status) = Status::from_header_map(&parts.headers) {
+            return Ok((status, parts.headers));
+        }
+        let trailers = tokio::time::timeout(PATIENCE, async {
+            while let Some(data) = body.data().await {
+                data?;
+            }
+            body.trailers().await
+        })
+        .await??
+        .ok_or("no trailers")?;
+        let status = Status::from_header_map(&trailers).ok_or("no grpc-status")?;
+        Ok((status, trailers))
+    }
+
+    /// One deadline rule for every call shape, as a client sees it through
+    /// the real server: a unary call past `--call-timeout-ms` and a stream
+    /// still open at it both end `DEADLINE_EXCEEDED` with the gate's reason.
+    /// Before, the unary call answered `CANCELLED` ("Timeout expired", from
+    /// tonic's `Server::timeout`) while streams answered
+    /// `DEADLINE_EXCEEDED`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_call_shape_ends_deadline_exceeded_at_the_call_deadline() -> TestResult {
+        let (addr, metrics) = stalled_server(Duration::from_millis(100)).await?;
+        for method in ["Unary", "Stream"] {
+            let started = tokio::time::Instant::now();
+            let (status, headers) =
+                tokio::time::timeout(PATIENCE, status_of_call(addr, method, None)).await??;
+            assert!(started.elapsed() >= Duration::from_millis(100), "{method}");
+            assert_eq!(
+                status.code(),
+                tonic::Code::DeadlineExceeded,
+                "{method}: {status:?}"
+            );
+            assert!(
+                status
+                    .message()
+                    .starts_with("the call deadline of 100 ms (--call-timeout-ms) passed"),
+                "{method}: {status:?}"
+            );
+            assert_eq!(
+                headers
+                    .get(crate::wire::REASON_METADATA_KEY)
+                    .map(|v| v.as_bytes()),
+                Some(&b"deadline_exceeded"[..]),
+                "{method}"
+            );
+        }
+        // The unary call, stopped before its response, is counted.
+        let page = String::from_utf8(metrics.render())?;
+        assert!(
+            page.contains("reqstate_calls_total{result=\"deadline_exceeded\",rpc=\"unknown\"} 1"),
+            "{page}"
+        );
+        Ok(())
+    }
+
+    /// A caller's shorter `grpc-timeout` is the deadline, with the same
+    /// answer: tonic's server reads that header too, outside the gate, and
+    /// would answer `CANCELLED` if its timer fired first. Many calls at
+    /// once, so a race between the two timers would show.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_callers_grpc_timeout_ends_the_call_deadline_exceeded_too() -> TestResult {
+        const TIMEOUTS: [&str; 12] = [
+            "1m", "2m", "3m", "5m", "8m", "13m", "21m", "34m", "55m", "89m", "1500u", "2S",
+        ];
+        let (addr, _metrics) = stalled_server(Duration::from_secs(3600)).await?;
+        let mut calls = tokio::task::JoinSet::new();
+        for _round in 0..4 {
+            for timeout in TIMEOUTS {
+                for method in ["Unary", "Stream"] {
+                    calls.spawn(async move {
+                        let ended = status_of_call(addr, method, Some(timeout)).await;
+                        (method, timeout, ended.map(|(status, _)| status))
+                    });
+                }
+            }
+        }
+        let mut ended = 0;
+        while let Some(call) = tokio::time::timeout(PATIENCE, calls.join_next()).await? {
+            let (method, timeout, status) = call?;
+            let status = status.map_err(|e| {
+                let mut chain = format!("{method} {timeout}: {e}");
+                let mut source = e.source();
+                while let Some(cause) = source {
+                    chain.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                chain
+            })?;
+            assert_eq!(
+                status.code(),
+                tonic::Code::DeadlineExceeded,
+                "{method} with grpc-timeout {timeout}: {status:?}"
+            );
+            assert!(
+                status.message().starts_with("the caller's deadline of"),
+                "{method} {timeout}: {status:?}"
+            );
+            ended += 1;
+        }
+        assert_eq!(ended, 4 * TIMEOUTS.len() * 2);
+        Ok(())
+    }
 }
