@@ -1,0 +1,302 @@
+//! The serde types of the shared vector files: `tests/vectors/v1.json`
+//! ([`VectorFile`]) and `tests/vectors/call_context.json` ([`CallContextFile`]).
+//!
+//! One definition for both sides: the generator (this package) writes the
+//! files through these types, and the core's tests
+//! (`crates/reqstate/tests/core/`, which include this file) read them back
+//! through the same ones. Field order is file order.
+
+use serde::{Deserialize, Serialize};
+
+/// `tests/vectors/v1.json`: the token format's vectors (FORMAT.md). The
+/// file's `description` says what each section means.
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+pub(crate) struct VectorFile {
+    pub(crate) description: String,
+    pub(crate) format_version: u8,
+    pub(crate) policy: VectorPolicy,
+    pub(crate) keys: Vec<VectorKey>,
+    pub(crate) valid: Vec<ValidVector>,
+    pub(crate) sealed: Vec<SealedVector>,
+    pub(crate) single_use: Vec<SingleUseVector>,
+    pub(crate) accepted: Vec<AcceptedVector>,
+    pub(crate) invalid: Vec<InvalidVector>,
+    pub(crate) mint_invalid: Vec<MintInvalidVector>,
+    pub(crate) keyrings: Vec<KeyringVector>,
+    pub(crate) policies: Vec<PolicyVector>,
+}
+
+/// A policy to build (FORMAT.md §8): accepted, or refused with
+/// `invalid_argument`. Both sides of each knob's range.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct PolicyVector {
+    pub(crate) name: String,
+    pub(crate) policy: VectorPolicy,
+    /// The refusal's name; absent if the policy is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expect_fail: Option<String>,
+}
+
+/// A keyring to load (FORMAT.md §1, docs/KEYRING.md): accepted, or refused.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct KeyringVector {
+    pub(crate) name: String,
+    /// (id, algorithm, status, secret as standard base64) per key.
+    pub(crate) keys: Vec<KeyringEntry>,
+    /// The refusal's name; absent if the keyring loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expect_fail: Option<String>,
+}
+
+/// One key of a keyring vector.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct KeyringEntry {
+    pub(crate) id: u32,
+    pub(crate) algorithm: String,
+    pub(crate) status: String,
+    pub(crate) secret: String,
+}
+
+/// A verification and minting policy (FORMAT.md §8), in seconds and characters.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone, Copy)]
+pub(crate) struct VectorPolicy {
+    pub(crate) max_token_len: usize,
+    pub(crate) clock_leeway: u64,
+    pub(crate) max_lifetime: u64,
+}
+
+/// A key of the file's keyring (FORMAT.md §1), with what HKDF derives from it.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct VectorKey {
+    pub(crate) id: u32,
+    pub(crate) algorithm: String,
+    pub(crate) status: String,
+    /// The configured secret, standard base64.
+    pub(crate) secret: String,
+    /// The working key after HKDF, hex: lets another implementation check its derivation.
+    pub(crate) derived_key: String,
+    /// The nonce key `K_n` after HKDF, hex (XChaCha20-Poly1305 keys; empty for HMAC).
+    pub(crate) nonce_key: String,
+}
+
+/// A state token (kind 0) minted under its key as the only, primary key at
+/// `now` with `random` as the random bytes drawn; it verifies at `now` to
+/// these claims.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct ValidVector {
+    pub(crate) name: String,
+    pub(crate) key_id: u32,
+    pub(crate) tool: String,
+    pub(crate) step: String,
+    /// The state as the CBOR bytes stored in the token, hex.
+    pub(crate) state_cbor: String,
+    /// The same state as JSON, for reading.
+    pub(crate) state_json: serde_json::Value,
+    pub(crate) ttl: u64,
+    /// Context bytes, hex (bound, not stored).
+    pub(crate) context: String,
+    /// Clock at mint and verify, unix seconds.
+    pub(crate) now: u64,
+    /// The random bytes the minting codec drew (FORMAT.md §4.2's `r`), hex;
+    /// empty for HMAC.
+    pub(crate) random: String,
+    /// The XChaCha20-Poly1305 nonce in the token, hex; empty for HMAC.
+    pub(crate) nonce: String,
+    pub(crate) issued_at: u64,
+    pub(crate) expires_at: u64,
+    pub(crate) token: String,
+    pub(crate) token_chars: usize,
+    /// The policy minted and verified under, if not the file's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<VectorPolicy>,
+}
+
+/// A single-use state token (FORMAT.md §5.1, kind 2) minted under its key
+/// as the only, primary key at `now`, the random source handing out
+/// `token_id` and then (XChaCha20-Poly1305) `random`. Consuming it at `now`
+/// with an empty store succeeds with these claims and records
+/// `spent_record` until `record_until`; consuming it again is `replayed`;
+/// verifying it (not consuming) is `single_use`.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct SingleUseVector {
+    pub(crate) name: String,
+    pub(crate) key_id: u32,
+    pub(crate) tool: String,
+    pub(crate) step: String,
+    pub(crate) state_cbor: String,
+    pub(crate) state_json: serde_json::Value,
+    pub(crate) ttl: u64,
+    pub(crate) context: String,
+    pub(crate) now: u64,
+    /// The 16 bytes of token id the random source handed out first, hex.
+    pub(crate) token_id: String,
+    /// The 24 bytes that hedged the nonce (FORMAT.md §4.2's `r`), drawn after
+    /// the token id, hex; empty for HMAC.
+    pub(crate) random: String,
+    pub(crate) nonce: String,
+    pub(crate) issued_at: u64,
+    pub(crate) expires_at: u64,
+    pub(crate) token: String,
+    pub(crate) token_chars: usize,
+    /// The record's name (FORMAT.md §5.1, without a deployment prefix).
+    pub(crate) spent_record: String,
+    /// `expires_at + clock_leeway`, saturating: how long the record is kept.
+    pub(crate) record_until: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<VectorPolicy>,
+}
+
+/// A sealed payload (kind 1) made under its key as the only, primary key at
+/// `now`; it unseals with `aad` to `payload`.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct SealedVector {
+    pub(crate) name: String,
+    pub(crate) key_id: u32,
+    pub(crate) now: u64,
+    pub(crate) payload: String,
+    pub(crate) aad: String,
+    /// The random bytes drawn, hex.
+    pub(crate) random: String,
+    /// The nonce in the token, hex.
+    pub(crate) nonce: String,
+    pub(crate) token: String,
+}
+
+/// A token (with its operation's arguments) that must be refused with
+/// `expect_fail`, the first failing step of FORMAT.md §8.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct InvalidVector {
+    pub(crate) name: String,
+    /// "verify" (with `tool`, `context` and, if set, `expected_step`),
+    /// "consume" (as verify, with a store holding `spent`) or "unseal" (with
+    /// `context` as aad).
+    pub(crate) operation: String,
+    pub(crate) token: String,
+    pub(crate) tool: String,
+    pub(crate) context: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expected_step: Option<String>,
+    pub(crate) now: u64,
+    /// The policy to verify under, if not the file's default `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<VectorPolicy>,
+    /// The caller's type for the state (FORMAT.md §8 step 14): absent, the
+    /// state is not decoded; "uint", an unsigned integer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) decode_as: Option<String>,
+    /// consume: the records (FORMAT.md §5.1 names) the store holds, live,
+    /// before the call. A refused consume leaves the store as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) spent: Vec<String>,
+    pub(crate) expect_fail: String,
+}
+
+/// A token that verifies (or unseals), typically at the accepted side of a
+/// boundary; most carry a body only a key holder could make.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct AcceptedVector {
+    pub(crate) name: String,
+    /// "verify", "consume" or "unseal", as for invalid vectors.
+    pub(crate) operation: String,
+    pub(crate) token: String,
+    pub(crate) tool: String,
+    pub(crate) context: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expected_step: Option<String>,
+    pub(crate) now: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<VectorPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) decode_as: Option<String>,
+    /// verify: the claims found (the state as its exact CBOR bytes, hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) issued_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expires_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) state_cbor: Option<String>,
+    /// unseal: the payload, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) payload: Option<String>,
+    /// consume: the key id of the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) key_id: Option<u32>,
+    /// consume: the records the store holds before the call (none of them
+    /// this token's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) spent: Vec<String>,
+    /// consume: the record the call adds, and until when it is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) spent_record: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) record_until: Option<u64>,
+}
+
+/// A mint (or seal) that must be refused: the inputs and the reason.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct MintInvalidVector {
+    pub(crate) name: String,
+    /// "mint" (tool, step, state_cbor, ttl, context) or "seal" (payload, context as aad).
+    pub(crate) operation: String,
+    /// The key minted under, as the keyring's only, primary key.
+    pub(crate) key_id: u32,
+    pub(crate) tool: String,
+    pub(crate) step: String,
+    /// mint: the state's CBOR, hex.
+    pub(crate) state_cbor: String,
+    /// seal: the payload, hex.
+    pub(crate) payload: String,
+    pub(crate) ttl: u64,
+    pub(crate) context: String,
+    pub(crate) now: u64,
+    /// What the random source hands out, hex; a draw of any other length fails.
+    pub(crate) random: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<VectorPolicy>,
+    /// mint: a single-use token (FORMAT.md §5.1), whose 16-byte token id is
+    /// drawn from the random source after the state is checked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(crate) single_use: bool,
+    pub(crate) expect_fail: String,
+}
+
+/// `skip_serializing_if` for a flag that is absent when false.
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `tests/vectors/call_context.json`: the call-context corpus (FORMAT.md §7).
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+pub(crate) struct CallContextFile {
+    pub(crate) description: String,
+    /// The domain-separation label of the context's hash.
+    pub(crate) label: String,
+    pub(crate) cases: Vec<CallContextCase>,
+}
+
+/// One call: accepted (`canonical` and `context` set) or refused (`refused`
+/// and `reason` set).
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+pub(crate) struct CallContextCase {
+    pub(crate) name: String,
+    pub(crate) principal: String,
+    pub(crate) audience: String,
+    pub(crate) method: String,
+    /// The arguments as a client sends them: any spacing and key order.
+    pub(crate) arguments_json: String,
+    /// The arguments' JCS text (RFC 8785).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) canonical: Option<String>,
+    /// The call context, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) context: Option<String>,
+    /// `"invalid_argument"` for a refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) refused: Option<String>,
+    /// Which rule refuses: `not_json`, `duplicate_key`, `inexact_number`,
+    /// `lone_surrogate` or `too_deep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
+}

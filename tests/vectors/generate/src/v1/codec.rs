@@ -1,0 +1,129 @@
+//! What every vector family mints with: a codec under one key, at a fixed
+//! clock, drawing from a scripted random source.
+
+use std::time::Duration;
+
+use reqstate::{
+    Aad, Algorithm, Binding, Codec, FixedClock, KeyId, KeySpec, KeyStatus, Keyring, Policy,
+    RandomnessUnavailable, Secret, SecureRandom,
+};
+
+use crate::schema::{VectorKey, VectorPolicy};
+
+/// A scripted "random" source: hands out its bytes in order, one draw after
+/// the other, and fails a draw it has not enough bytes left for. Only for
+/// reproducing vectors: a single-use mint draws its 16-byte token id, then
+/// (XChaCha20-Poly1305) the 24 bytes that hedge the nonce (FORMAT.md §4.2,
+/// §8's mint list), so its script is `token_id ‖ random`.
+pub(super) struct Scripted(std::sync::Mutex<Vec<u8>>);
+
+impl Scripted {
+    pub(super) fn new(bytes: &[u8]) -> Self {
+        Scripted(std::sync::Mutex::new(bytes.to_vec()))
+    }
+}
+
+impl SecureRandom for Scripted {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
+        let mut left = self.0.lock().map_err(|_| RandomnessUnavailable)?;
+        if dest.len() > left.len() {
+            return Err(RandomnessUnavailable);
+        }
+        dest.copy_from_slice(&left[..dest.len()]);
+        left.drain(..dest.len());
+        Ok(())
+    }
+}
+
+/// The FORMAT.md §5.1 record name (without a deployment prefix) of a
+/// single-use token, written here from the spec rather than by the crate.
+pub(super) fn record_name(key_id: u32, token_id: &[u8]) -> String {
+    format!("spent:v1:{key_id}:{}", hex::encode(token_id))
+}
+
+/// Standard base64 with padding (the keyring's secrets).
+pub(super) fn base64_standard(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The key spec of a vector key, under `status`.
+pub(super) fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
+    KeySpec::new(
+        KeyId::new(k.id),
+        Algorithm::from_name(&k.algorithm).expect("known algorithm"),
+        status,
+        Secret::from_base64(&k.secret).expect("base64 secret"),
+    )
+}
+
+/// The binding of a vector that is known to be in range.
+pub(super) fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
+}
+
+/// Associated data of a vector that is known to be in range.
+pub(super) fn aad(bytes: &[u8]) -> Aad<'_> {
+    Aad::new(bytes).expect("aad")
+}
+
+/// A codec that mints under key `id` (as the only, primary key) with the
+/// given clock and nonce.
+pub(super) fn minting_codec(
+    keys: &[VectorKey],
+    id: u32,
+    now: u64,
+    nonce: &[u8],
+    policy: Policy,
+) -> Codec {
+    let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
+    let keyring = Keyring::new([spec_of(k, KeyStatus::Primary)]).expect("one-key keyring");
+    Codec::with_parts(keyring, policy, FixedClock(now), Scripted::new(nonce))
+}
+
+/// A vector's policy, or the default one.
+pub(super) fn policy_of(p: Option<VectorPolicy>) -> Policy {
+    match p {
+        None => Policy::new(),
+        Some(p) => Policy::new()
+            .with_max_token_len(p.max_token_len)
+            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
+            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)))
+            .expect("vector policy is within bounds"),
+    }
+}
+
+/// The default policy, as the file's `policy` writes it.
+pub(super) fn default_vector_policy() -> VectorPolicy {
+    VectorPolicy {
+        max_token_len: Policy::DEFAULT_MAX_TOKEN_LEN,
+        clock_leeway: Policy::DEFAULT_CLOCK_LEEWAY,
+        max_lifetime: Policy::DEFAULT_MAX_LIFETIME,
+    }
+}
+
+/// The nonce in an XChaCha20-Poly1305 token (one-byte key id), hex; empty for HMAC.
+pub(super) fn nonce_in(token: &str) -> String {
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .expect("base64url");
+    if raw[0] & 0x03 == 2 {
+        hex::encode(&raw[2..26])
+    } else {
+        String::new()
+    }
+}
+
+/// The random bytes a mint under key `id` draws for the nonce (FORMAT.md
+/// §4.2's `r`): 24 bytes from `seed` under XChaCha20-Poly1305, none under HMAC.
+pub(super) fn random_for(keys: &[VectorKey], id: u32, seed: u8) -> Vec<u8> {
+    let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
+    if k.algorithm == Algorithm::XChaCha20Poly1305.name() {
+        (0..24u8)
+            .map(|i| i.wrapping_mul(13).wrapping_add(seed))
+            .collect()
+    } else {
+        Vec::new()
+    }
+}
