@@ -6,13 +6,12 @@
 //! what JCS cannot represent exactly (docs/FORMAT.md §7).
 
 use alloc::string::String;
-use alloc::vec::Vec;
 use core::fmt::Write as _;
 
 use ring::digest;
-use serde_json::Value;
 
 use crate::error::InvalidArgument;
+use crate::json::{self, ErrorKind, Value};
 
 /// Length of a call context digest, in bytes.
 pub const CALL_CONTEXT_LEN: usize = 32;
@@ -103,7 +102,7 @@ pub fn call_context_from_value(
     principal: &str,
     audience: &str,
     method: &str,
-    arguments: &Value,
+    arguments: &serde_json::Value,
 ) -> Result<CallContext, InvalidArgument> {
     let text = serde_json::to_string(arguments).map_err(|_| NOT_JSON)?;
     call_context(principal, audience, method, &text)
@@ -129,255 +128,105 @@ fn digest_context(principal: &str, audience: &str, method: &str, canonical: &str
 /// `100`, `0`, `1e-7`).
 ///
 /// Refuses, with [`InvalidArgument`], text that is not one JSON value
-/// (RFC 8259; `NaN`, comments, a byte order mark and trailing commas are not
-/// JSON) and what JCS cannot represent exactly; see [`call_context`] and
-/// docs/FORMAT.md §7 for the number rule.
+/// (RFC 8259, read by [`json::parse`]: `NaN`, comments, a byte order mark
+/// and trailing commas are not JSON) and what JCS cannot represent exactly;
+/// see [`call_context`] and docs/FORMAT.md §7 for the number rule. A text
+/// that breaks several rules is refused for one of them.
 pub fn canonical_json(arguments_json: &str) -> Result<String, InvalidArgument> {
-    let mut parser = Parser {
-        text: arguments_json.as_bytes(),
-        pos: 0,
-    };
-    parser.skip_ws();
-    let value = parser.value(0)?;
-    parser.skip_ws();
-    if parser.pos != parser.text.len() {
-        return Err(NOT_JSON);
-    }
+    let mut value = json::parse(arguments_json, MAX_ARGUMENTS_DEPTH).map_err(refusal)?;
     let mut out = String::with_capacity(arguments_json.len());
-    write_jcs(&value, &mut out);
+    write_jcs(&mut value, &mut out)?;
     Ok(out)
 }
 
-/// A parsed JSON value whose numbers are already in their JCS form.
-enum Json {
-    Literal(&'static str),
-    Number(String),
-    String(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
+/// The call context's refusal of a text the JSON reader refused.
+fn refusal(e: json::Error) -> InvalidArgument {
+    match e.kind() {
+        ErrorKind::DuplicateKey(_) => DUPLICATE_KEY,
+        ErrorKind::LoneSurrogate => LONE_SURROGATE,
+        ErrorKind::TooDeep => TOO_DEEP,
+        _ => NOT_JSON,
+    }
 }
 
-struct Parser<'a> {
-    text: &'a [u8],
-    pos: usize,
+/// Appends the JCS text of `value`, sorting its objects' members in place.
+/// Recursion is bounded by [`MAX_ARGUMENTS_DEPTH`], the parse's limit.
+fn write_jcs(value: &mut Value<'_>, out: &mut String) -> Result<(), InvalidArgument> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(n.as_str(), out)?,
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter_mut().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_jcs(v, out)?;
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            // RFC 8785 §3.2.3: members sorted by the UTF-16 code units of
+            // their keys (the reader refused repeated keys).
+            members.sort_unstable_by(|a, b| utf16_cmp(&a.0, &b.0));
+            out.push('{');
+            for (i, (k, v)) in members.iter_mut().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_jcs(v, out)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
 }
 
-impl Parser<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.text.get(self.pos).copied()
-    }
-
-    fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    fn eat(&mut self, byte: u8) -> Result<(), InvalidArgument> {
-        if self.peek() == Some(byte) {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(NOT_JSON)
-        }
-    }
-
-    /// One value; `depth` counts the arrays and objects around it.
-    fn value(&mut self, depth: usize) -> Result<Json, InvalidArgument> {
-        match self.peek().ok_or(NOT_JSON)? {
-            b'{' => self.object(depth + 1),
-            b'[' => self.array(depth + 1),
-            b'"' => Ok(Json::String(self.string()?)),
-            b'-' | b'0'..=b'9' => Ok(Json::Number(self.number()?)),
-            _ => {
-                for word in ["null", "true", "false"] {
-                    if self.text[self.pos..].starts_with(word.as_bytes()) {
-                        self.pos += word.len();
-                        return Ok(Json::Literal(word));
-                    }
-                }
-                Err(NOT_JSON)
+/// The order of two strings' UTF-16 code units, from their UTF-8 bytes.
+///
+/// UTF-8 byte order is code point order, which is UTF-16's except between
+/// U+E000..=U+FFFF (lead bytes `EE`, `EF`) and the supplementary planes
+/// (lead bytes `F0`..=`F4`, surrogates `D800`..=`DFFF` in UTF-16), where it
+/// is reversed. At the first byte that differs: a continuation byte means
+/// both characters share their lead byte, hence their range; a lead byte
+/// tells the two ranges apart.
+fn utf16_cmp(a: &str, b: &str) -> core::cmp::Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        None => a.len().cmp(&b.len()),
+        Some(i) => {
+            let (x, y) = (a[i], b[i]);
+            let upper_bmp = |byte: u8| matches!(byte, 0xEE | 0xEF);
+            if (upper_bmp(x) && y >= 0xF0) || (x >= 0xF0 && upper_bmp(y)) {
+                y.cmp(&x)
+            } else {
+                x.cmp(&y)
             }
         }
     }
+}
 
-    fn array(&mut self, depth: usize) -> Result<Json, InvalidArgument> {
-        if depth > MAX_ARGUMENTS_DEPTH {
-            return Err(TOO_DEEP);
-        }
-        self.eat(b'[')?;
-        let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(Json::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value(depth)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Json::Array(items));
-                }
-                _ => return Err(NOT_JSON),
-            }
-        }
+/// Appends the JCS form of a JSON number literal (the reader checked its
+/// grammar), or refuses it when that form is not exactly the number written
+/// (FORMAT.md §7): the literal is rounded to the nearest IEEE double; it is
+/// refused when that double is infinite or when the double's ECMAScript text
+/// denotes another decimal value.
+fn write_number(literal: &str, out: &mut String) -> Result<(), InvalidArgument> {
+    // An integer of at most 15 digits is below 2^53, so exact, and
+    // ECMAScript prints it as written (the grammar has no leading zeros),
+    // except -0, printed "0".
+    let digits = literal.strip_prefix('-').unwrap_or(literal);
+    if digits.len() <= 15 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        out.push_str(if digits == "0" { digits } else { literal });
+        return Ok(());
     }
-
-    fn object(&mut self, depth: usize) -> Result<Json, InvalidArgument> {
-        if depth > MAX_ARGUMENTS_DEPTH {
-            return Err(TOO_DEEP);
-        }
-        self.eat(b'{')?;
-        let mut members: Vec<(String, Json)> = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(Json::Object(members));
-        }
-        loop {
-            self.skip_ws();
-            if self.peek() != Some(b'"') {
-                return Err(NOT_JSON);
-            }
-            let key = self.string()?;
-            self.skip_ws();
-            self.eat(b':')?;
-            self.skip_ws();
-            let value = self.value(depth)?;
-            members.push((key, value));
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                _ => return Err(NOT_JSON),
-            }
-        }
-        // RFC 8785 §3.2.3: members sorted by the UTF-16 code units of their keys.
-        members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-        if members.windows(2).any(|w| w[0].0 == w[1].0) {
-            return Err(DUPLICATE_KEY);
-        }
-        Ok(Json::Object(members))
-    }
-
-    /// A string literal, unescaped. The text is UTF-8 already (`&str`), so
-    /// only escapes can produce a lone surrogate.
-    fn string(&mut self) -> Result<String, InvalidArgument> {
-        self.eat(b'"')?;
-        let mut out = String::new();
-        loop {
-            let start = self.pos;
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
-            // Stopped at an ASCII byte, so both ends are char boundaries.
-            out.push_str(core::str::from_utf8(&self.text[start..self.pos]).map_err(|_| NOT_JSON)?);
-            match self.peek().ok_or(NOT_JSON)? {
-                b'"' => {
-                    self.pos += 1;
-                    return Ok(out);
-                }
-                b'\\' => {
-                    self.pos += 1;
-                    let escape = self.peek().ok_or(NOT_JSON)?;
-                    self.pos += 1;
-                    let c = match escape {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => self.unicode_escape()?,
-                        _ => return Err(NOT_JSON),
-                    };
-                    out.push(c);
-                }
-                // A raw control character.
-                _ => return Err(NOT_JSON),
-            }
-        }
-    }
-
-    /// After `\u`: four hex digits, and a second `\uXXXX` for a surrogate pair.
-    fn unicode_escape(&mut self) -> Result<char, InvalidArgument> {
-        let first = self.hex4()?;
-        match first {
-            0xD800..=0xDBFF => {
-                if self.text[self.pos..].starts_with(b"\\u") {
-                    self.pos += 2;
-                    let second = self.hex4()?;
-                    if (0xDC00..=0xDFFF).contains(&second) {
-                        let c = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
-                        return char::from_u32(c).ok_or(LONE_SURROGATE);
-                    }
-                }
-                Err(LONE_SURROGATE)
-            }
-            0xDC00..=0xDFFF => Err(LONE_SURROGATE),
-            _ => char::from_u32(first).ok_or(NOT_JSON),
-        }
-    }
-
-    fn hex4(&mut self) -> Result<u32, InvalidArgument> {
-        let digits = self.text.get(self.pos..self.pos + 4).ok_or(NOT_JSON)?;
-        let mut n = 0u32;
-        for &d in digits {
-            n = n * 16 + char::from(d).to_digit(16).ok_or(NOT_JSON)?;
-        }
-        self.pos += 4;
-        Ok(n)
-    }
-
-    /// A number literal (RFC 8259 grammar), returned in its JCS form.
-    fn number(&mut self) -> Result<String, InvalidArgument> {
-        let start = self.pos;
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(NOT_JSON),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(NOT_JSON);
-            }
-            self.digits();
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(NOT_JSON);
-            }
-            self.digits();
-        }
-        let literal = core::str::from_utf8(&self.text[start..self.pos]).map_err(|_| NOT_JSON)?;
-        jcs_number(literal)
-    }
-
-    fn digits(&mut self) {
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
-    }
+    out.push_str(&jcs_number(literal)?);
+    Ok(())
 }
 
 /// The JCS form of a JSON number literal, or a refusal when that form is not
@@ -445,36 +294,6 @@ fn parse_exponent(text: &str) -> i64 {
     if negative { -n } else { n }
 }
 
-fn write_jcs(value: &Json, out: &mut String) {
-    match value {
-        Json::Literal(word) => out.push_str(word),
-        Json::Number(text) => out.push_str(text),
-        Json::String(s) => write_string(s, out),
-        Json::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_jcs(v, out);
-            }
-            out.push(']');
-        }
-        Json::Object(members) => {
-            out.push('{');
-            for (i, (k, v)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_jcs(v, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
 /// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped, with
 /// the short forms where JSON has them and `\u00xx` (lowercase) otherwise.
 fn write_string(s: &str, out: &mut String) {
@@ -500,6 +319,7 @@ fn write_string(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn key_order_and_whitespace_do_not_change_the_context() {
@@ -596,6 +416,44 @@ mod tests {
             ("1.7976931348623157e308", "1.7976931348623157e+308"),
         ] {
             assert_eq!(canonical_json(text).as_deref(), Ok(jcs), "{text}");
+        }
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        use alloc::vec::Vec;
+        // Every range boundary that matters: ASCII, two- and three-byte
+        // characters below the surrogates, U+E000..=U+FFFF (above them in
+        // UTF-16), and supplementary characters (surrogate pairs, below).
+        let keys = [
+            "",
+            "a",
+            "ab",
+            "b",
+            "\u{7f}",
+            "\u{80}",
+            "é",
+            "\u{7ff}",
+            "\u{800}",
+            "\u{d7ff}",
+            "\u{e000}",
+            "\u{fb01}",
+            "\u{ff5e}",
+            "\u{ffff}",
+            "\u{10000}",
+            "\u{1f600}",
+            "\u{1f600}a",
+            "\u{10ffff}",
+            "a\u{ffff}",
+            "a\u{10000}",
+            "\u{e000}\u{10000}",
+            "\u{10000}\u{e000}",
+        ];
+        for a in keys {
+            for b in keys {
+                let utf16 = |s: &str| s.encode_utf16().collect::<Vec<u16>>();
+                assert_eq!(utf16_cmp(a, b), utf16(a).cmp(&utf16(b)), "{a:?} {b:?}");
+            }
         }
     }
 

@@ -19,6 +19,8 @@
 //!   step): what a token is bound to and what a verifier requires, built and
 //!   checked once.
 //! - [`call_context`]: the canonical context of one call.
+//! - [`json`]: the strict JSON reader (RFC 8259) behind the call context,
+//!   shared with the command lines and the sidecar.
 //! - Errors by kind: [`Refusal`] (the token is refused), [`InvalidArgument`]
 //!   (the caller's mistake), [`MintError`], [`KeyringError`]; [`Error`] holds any.
 //! - [`UntrustedToken`]: what can be read of a token before it is verified.
@@ -95,6 +97,7 @@ extern crate alloc;
 //   keyring    keys and the keyring
 //   datetime   calendar arithmetic for `created`
 //   keyring_toml  the TOML keyring file and secret references
+//   json       the strict JSON reader (RFC 8259): imports nothing
 //   context    the call context (RFC 8785)
 //   binding    what a token is bound to, what a verifier expects
 //   codec      mint, verify, seal, unseal: parse → key → tag → claims → bindings
@@ -108,6 +111,7 @@ mod crypto;
 mod datetime;
 pub mod design;
 mod error;
+pub mod json;
 mod keyring;
 mod keyring_toml;
 mod outcome;
