@@ -3,13 +3,18 @@
 //! `--state-json` text to the CBOR value minted, `--state-cbor-hex` bytes
 //! checked for preferred serialization, and the JSON form of a verified
 //! state. One copy, so the rules (number kinds, key order, depth, refusals)
-//! cannot drift between them; `tests/cli_conformance.rs` runs every
-//! implementation, the TypeScript one included, on one table.
+//! cannot drift between them; `tests/conformance` runs every
+//! implementation, the TypeScript one included, on one table. The sidecar
+//! reads its `state_json` with the same rules, keys kept in the order
+//! written ([`state_from_json_with`]). JSON text is read by the core's strict
+//! reader, [`reqstate::json`], the one the call context uses.
 
 #![forbid(unsafe_code)]
 
+use reqstate::json::{self, ErrorKind, Event, Number, Value};
+
 /// Nesting limit of a state (FORMAT.md §5): no container at level 17.
-pub const MAX_STATE_DEPTH: usize = 16;
+pub use reqstate::MAX_STATE_DEPTH;
 
 /// Lowercase hex: the command line's form of bytes (`state_cbor_hex`,
 /// messages).
@@ -98,333 +103,140 @@ pub fn state_to_json(value: &ciborium::Value) -> Option<serde_json::Value> {
     })
 }
 
+/// How the object keys of a state read from JSON are ordered in its CBOR
+/// maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// Sorted by their UTF-8 bytes: the command line's `--state-json`
+    /// (docs/CLI.md), so that every implementation embeds the same bytes.
+    Utf8Bytes,
+    /// In the order written: the sidecar's `state_json`, which Verify gives
+    /// back in the order it was minted.
+    AsWritten,
+}
+
+/// Why JSON text has no state (docs/CLI.md, `--state-json`). Its `Display`
+/// is the command line's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateJsonError {
+    /// Refused by the JSON reader ([`reqstate::json`]): not one JSON text
+    /// (RFC 8259), a lone surrogate escape, or an object key that appears
+    /// twice. Never [`ErrorKind::TooDeep`]: a state too deep is
+    /// [`too_deep_state`].
+    Json(json::Error),
+    /// An integer literal outside [-2^63, 2^64 - 1], at this byte offset.
+    IntegerOutOfRange(usize),
+    /// A number written with a fraction or an exponent that is not finite
+    /// as a double (`1e400`), at this byte offset.
+    FloatOutOfRange(usize),
+}
+
+impl std::fmt::Display for StateJsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateJsonError::Json(e) => match e.kind() {
+                ErrorKind::DuplicateKey(key) => {
+                    write!(f, "not accepted: the object key {key:?} appears twice")
+                }
+                _ => write!(f, "not valid JSON: {e}"),
+            },
+            StateJsonError::IntegerOutOfRange(at) => write!(
+                f,
+                "not valid JSON: integer outside [-2^63, 2^64 - 1] at byte {at}"
+            ),
+            StateJsonError::FloatOutOfRange(at) => write!(
+                f,
+                "not valid JSON: number out of the range of a double at byte {at}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StateJsonError {}
+
 /// `--state-json`: JSON text to the CBOR value minted (docs/CLI.md): numbers
 /// written with a fraction or an exponent are floats, others integers
 /// (which must lie in [-2^63, 2^64 - 1]); object keys are sorted by their
-/// UTF-8 bytes and may not repeat.
+/// UTF-8 bytes and may not repeat. The error is the command line's message;
+/// [`state_from_json_with`] has the same rules with a typed error.
 pub fn state_from_json(text: &str) -> Result<ciborium::Value, String> {
-    let mut parser = JsonParser { text, pos: 0 };
-    parser.skip_ws();
-    let value = match parser.value(0) {
-        Ok(value) => value,
-        Err(JsonError::Invalid(e)) => return Err(e),
-        Err(JsonError::TooDeep) => {
-            // Too deep for a state, which the core refuses, but only once
-            // the whole text is known to be JSON.
-            parser.pos = 0;
-            parser.skip_ws();
-            parser.skip_value()?;
-            too_deep_state()
-        }
-    };
-    parser.skip_ws();
-    if parser.pos != text.len() {
-        return Err(parser.error("text after the JSON value"));
-    }
-    Ok(value)
+    state_from_json_with(text, KeyOrder::Utf8Bytes).map_err(|e| e.to_string())
 }
 
-enum JsonError {
-    Invalid(String),
-    TooDeep,
-}
-
-struct JsonParser<'a> {
-    text: &'a str,
-    pos: usize,
-}
-
-impl JsonParser<'_> {
-    fn error(&self, what: &str) -> String {
-        format!("not valid JSON: {what} at byte {}", self.pos)
-    }
-
-    fn invalid(&self, what: &str) -> JsonError {
-        JsonError::Invalid(self.error(what))
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.pos).copied()
-    }
-
-    fn skip_ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
-    }
-
-    fn literal(
-        &mut self,
-        word: &str,
-        value: ciborium::Value,
-    ) -> Result<ciborium::Value, JsonError> {
-        if self.text[self.pos..].starts_with(word) {
-            self.pos += word.len();
-            Ok(value)
-        } else {
-            Err(self.invalid("unexpected character"))
-        }
-    }
-
-    /// One value; `depth` is the number of containers around it.
-    fn value(&mut self, depth: usize) -> Result<ciborium::Value, JsonError> {
-        match self.peek() {
-            Some(b'{') => self.object(depth + 1),
-            Some(b'[') => self.array(depth + 1),
-            Some(b'"') => Ok(ciborium::Value::Text(self.string()?)),
-            Some(b't') => self.literal("true", ciborium::Value::Bool(true)),
-            Some(b'f') => self.literal("false", ciborium::Value::Bool(false)),
-            Some(b'n') => self.literal("null", ciborium::Value::Null),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(_) => Err(self.invalid("unexpected character")),
-            None => Err(self.invalid("unexpected end")),
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Result<ciborium::Value, JsonError> {
-        if depth > MAX_STATE_DEPTH {
-            return Err(JsonError::TooDeep);
-        }
-        self.pos += 1;
-        let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(ciborium::Value::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value(depth)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(ciborium::Value::Array(items));
-                }
-                _ => return Err(self.invalid("expected , or ]")),
-            }
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Result<ciborium::Value, JsonError> {
-        if depth > MAX_STATE_DEPTH {
-            return Err(JsonError::TooDeep);
-        }
-        self.pos += 1;
-        let mut entries: Vec<(String, ciborium::Value)> = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-        } else {
-            loop {
-                self.skip_ws();
-                if self.peek() != Some(b'"') {
-                    return Err(self.invalid("expected a string key"));
-                }
-                let key = self.string()?;
-                self.skip_ws();
-                if self.peek() != Some(b':') {
-                    return Err(self.invalid("expected :"));
-                }
-                self.pos += 1;
-                self.skip_ws();
-                let value = self.value(depth)?;
-                entries.push((key, value));
-                self.skip_ws();
-                match self.peek() {
-                    Some(b',') => self.pos += 1,
-                    Some(b'}') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    _ => return Err(self.invalid("expected , or }")),
+/// JSON text to the CBOR value of a state, by [`state_from_json`]'s rules
+/// with object keys in the given order; read by the core's strict reader,
+/// [`reqstate::json`]. A state nested deeper than [`MAX_STATE_DEPTH`]
+/// becomes [`too_deep_state`], for the core to refuse, once the whole text
+/// is known to be JSON with its numbers in range (repeated keys are not
+/// looked for in such a text); `[` repeated 100 000 times is not JSON.
+pub fn state_from_json_with(
+    text: &str,
+    order: KeyOrder,
+) -> Result<ciborium::Value, StateJsonError> {
+    match json::parse(text, MAX_STATE_DEPTH) {
+        Ok(value) => to_cbor(value, order),
+        Err(e) if *e.kind() == ErrorKind::TooDeep => {
+            // The reader has checked the grammar to the end; the numbers
+            // beyond the depth limit were not built, so read them again.
+            for event in json::Reader::new(text) {
+                if let Event::Number(n) = event.map_err(StateJsonError::Json)? {
+                    number(n)?;
                 }
             }
+            Ok(too_deep_state())
         }
-        // String's order is the order of the UTF-8 bytes.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some(pair) = entries.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            return Err(JsonError::Invalid(format!(
-                "not accepted: the object key {:?} appears twice",
-                pair[0].0
-            )));
-        }
-        Ok(ciborium::Value::Map(
-            entries
+        Err(e) => Err(StateJsonError::Json(e)),
+    }
+}
+
+/// A parsed state as CBOR. Recursion is bounded by [`MAX_STATE_DEPTH`], the
+/// parse's limit.
+fn to_cbor(value: Value<'_>, order: KeyOrder) -> Result<ciborium::Value, StateJsonError> {
+    use ciborium::Value as C;
+    Ok(match value {
+        Value::Null => C::Null,
+        Value::Bool(b) => C::Bool(b),
+        Value::Number(n) => number(n)?,
+        Value::String(s) => C::Text(s.into_owned()),
+        Value::Array(items) => C::Array(
+            items
                 .into_iter()
-                .map(|(k, v)| (ciborium::Value::Text(k), v))
-                .collect(),
-        ))
-    }
+                .map(|v| to_cbor(v, order))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(members) => {
+            let mut entries = members
+                .into_iter()
+                .map(|(k, v)| Ok((k.into_owned(), to_cbor(v, order)?)))
+                .collect::<Result<Vec<(String, C)>, StateJsonError>>()?;
+            if order == KeyOrder::Utf8Bytes {
+                // String's order is the order of the UTF-8 bytes; the keys
+                // are distinct (the reader refused repeats).
+                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
+            C::Map(entries.into_iter().map(|(k, v)| (C::Text(k), v)).collect())
+        }
+    })
+}
 
-    /// Checks that one value is JSON, without recursion however deep it
-    /// goes, and without building it.
-    fn skip_value(&mut self) -> Result<(), String> {
-        let invalid = |e: JsonError| match e {
-            JsonError::Invalid(e) => e,
-            JsonError::TooDeep => "not valid JSON".to_string(),
-        };
-        let mut open: Vec<u8> = Vec::new();
-        'value: loop {
-            self.skip_ws();
-            match self.peek() {
-                Some(b'[') => {
-                    self.pos += 1;
-                    open.push(b']');
-                    self.skip_ws();
-                    if self.peek() != Some(b']') {
-                        continue 'value;
-                    }
-                }
-                Some(b'{') => {
-                    self.pos += 1;
-                    open.push(b'}');
-                    self.skip_ws();
-                    if self.peek() != Some(b'}') {
-                        self.key_and_colon().map_err(invalid)?;
-                        continue 'value;
-                    }
-                }
-                // A scalar: `value` does not recurse for one.
-                _ => {
-                    self.value(0).map_err(invalid)?;
-                    if open.is_empty() {
-                        return Ok(());
-                    }
-                    self.skip_ws();
-                }
-            }
-            // After a value, or at the closer of an empty container.
-            loop {
-                let Some(&closer) = open.last() else {
-                    return Ok(());
-                };
-                match self.peek() {
-                    Some(b',') => {
-                        self.pos += 1;
-                        if closer == b'}' {
-                            self.skip_ws();
-                            self.key_and_colon().map_err(invalid)?;
-                        }
-                        continue 'value;
-                    }
-                    Some(c) if c == closer => {
-                        self.pos += 1;
-                        open.pop();
-                        self.skip_ws();
-                    }
-                    _ => return Err(self.error("expected , or a closing bracket")),
-                }
-            }
+/// A number by how it is written: an integer literal is a CBOR integer in
+/// [-2^63, 2^64 - 1], anything else the double nearest it (std's parse
+/// rounds correctly, as Python's and JavaScript's do).
+fn number(n: Number<'_>) -> Result<ciborium::Value, StateJsonError> {
+    if n.is_integer() {
+        n.as_str()
+            .parse::<i128>()
+            .ok()
+            .filter(|i| (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(i))
+            .and_then(|i| ciborium::value::Integer::try_from(i).ok())
+            .map(ciborium::Value::Integer)
+            .ok_or(StateJsonError::IntegerOutOfRange(n.offset()))
+    } else {
+        match n.as_str().parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(ciborium::Value::Float(f)),
+            _ => Err(StateJsonError::FloatOutOfRange(n.offset())),
         }
-    }
-
-    fn key_and_colon(&mut self) -> Result<(), JsonError> {
-        if self.peek() != Some(b'"') {
-            return Err(self.invalid("expected a string key"));
-        }
-        self.string()?;
-        self.skip_ws();
-        if self.peek() != Some(b':') {
-            return Err(self.invalid("expected :"));
-        }
-        self.pos += 1;
-        Ok(())
-    }
-
-    fn string(&mut self) -> Result<String, JsonError> {
-        let start = self.pos;
-        let bytes = self.text.as_bytes();
-        let mut i = start + 1;
-        loop {
-            match bytes.get(i) {
-                None => return Err(self.invalid("unterminated string")),
-                Some(b'"') => break,
-                Some(b'\\') => i += 2,
-                Some(0..=0x1f) => {
-                    self.pos = i;
-                    return Err(self.invalid("control character in a string"));
-                }
-                Some(_) => i += 1,
-            }
-        }
-        // The quotes are ASCII, so both ends are character boundaries; the
-        // escapes (and lone surrogates, refused) are serde_json's to decode.
-        let literal = &self.text[start..=i];
-        let decoded = serde_json::from_str::<String>(literal).map_err(|e| {
-            JsonError::Invalid(format!("not valid JSON: string at byte {start}: {e}"))
-        })?;
-        self.pos = i + 1;
-        Ok(decoded)
-    }
-
-    fn number(&mut self) -> Result<ciborium::Value, JsonError> {
-        let bytes = self.text.as_bytes();
-        let start = self.pos;
-        let mut i = start;
-        let digits = |i: &mut usize| {
-            let from = *i;
-            while bytes.get(*i).is_some_and(u8::is_ascii_digit) {
-                *i += 1;
-            }
-            *i - from
-        };
-        if bytes.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match bytes.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                digits(&mut i);
-            }
-            _ => return Err(self.invalid("bad number")),
-        }
-        let mut float = false;
-        if bytes.get(i) == Some(&b'.') {
-            i += 1;
-            float = true;
-            if digits(&mut i) == 0 {
-                self.pos = i;
-                return Err(self.invalid("bad number"));
-            }
-        }
-        if matches!(bytes.get(i), Some(b'e' | b'E')) {
-            i += 1;
-            float = true;
-            if matches!(bytes.get(i), Some(b'+' | b'-')) {
-                i += 1;
-            }
-            if digits(&mut i) == 0 {
-                self.pos = i;
-                return Err(self.invalid("bad number"));
-            }
-        }
-        let lexeme = &self.text[start..i];
-        let value = if float {
-            // std's parse rounds correctly, as Python's and JavaScript's do.
-            match lexeme.parse::<f64>() {
-                Ok(f) if f.is_finite() => ciborium::Value::Float(f),
-                _ => return Err(self.invalid("number out of the range of a double")),
-            }
-        } else {
-            let integer = lexeme
-                .parse::<i128>()
-                .ok()
-                .and_then(|i| ciborium::value::Integer::try_from(i).ok())
-                .filter(|i| {
-                    let i = i128::from(*i);
-                    i >= i128::from(i64::MIN) && i <= i128::from(u64::MAX)
-                });
-            match integer {
-                Some(i) => ciborium::Value::Integer(i),
-                None => {
-                    return Err(self.invalid("integer outside [-2^63, 2^64 - 1]"));
-                }
-            }
-        };
-        self.pos = i;
-        Ok(value)
     }
 }
 
@@ -521,6 +333,125 @@ mod tests {
         }
         let ok = format!("{}{}", "[".repeat(16), "]".repeat(16));
         assert_ne!(state_from_json(&ok).ok(), Some(too_deep_state()));
+    }
+
+    #[test]
+    fn json_state_messages_name_the_rule_and_the_byte() {
+        for (text, message) in [
+            ("[1,]", "not valid JSON: unexpected character at byte 3"),
+            ("", "not valid JSON: unexpected end at byte 0"),
+            ("[1 2]", "not valid JSON: expected , or ] at byte 3"),
+            (r#"{"a" 1}"#, "not valid JSON: expected : at byte 5"),
+            (
+                "{} {}",
+                "not valid JSON: text after the JSON value at byte 3",
+            ),
+            ("1.", "not valid JSON: bad number at byte 2"),
+            (
+                "\"a\u{1}\"",
+                "not valid JSON: control character in a string at byte 2",
+            ),
+            (
+                r#"[0,"\ud800"]"#,
+                "not valid JSON: lone surrogate escape at byte 4",
+            ),
+            (
+                r#"{"b":1,"a":2,"\u0062":3}"#,
+                r#"not accepted: the object key "b" appears twice"#,
+            ),
+            (
+                "[0, 18446744073709551616]",
+                "not valid JSON: integer outside [-2^63, 2^64 - 1] at byte 4",
+            ),
+            (
+                "[-9223372036854775809]",
+                "not valid JSON: integer outside [-2^63, 2^64 - 1] at byte 1",
+            ),
+            (
+                "{\"x\": -1e400}",
+                "not valid JSON: number out of the range of a double at byte 6",
+            ),
+        ] {
+            assert_eq!(
+                state_from_json(text).err().as_deref(),
+                Some(message),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            state_from_json_with("1e400", KeyOrder::AsWritten),
+            Err(StateJsonError::FloatOutOfRange(0))
+        );
+    }
+
+    #[test]
+    fn too_deep_json_is_checked_to_the_end_numbers_included() {
+        let deep = |inner: &str| format!("{}{inner}{}", "[".repeat(40), "]".repeat(40));
+        assert_eq!(
+            state_from_json(&deep("1.5, -7")).ok(),
+            Some(too_deep_state())
+        );
+        assert_eq!(
+            state_from_json(&deep("18446744073709551616")),
+            Err("not valid JSON: integer outside [-2^63, 2^64 - 1] at byte 40".into())
+        );
+        assert_eq!(
+            state_from_json_with(&deep("0, 1e400"), KeyOrder::Utf8Bytes),
+            Err(StateJsonError::FloatOutOfRange(43))
+        );
+        // Repeated keys are not looked for in such a text (docs/CLI.md).
+        assert_eq!(
+            state_from_json(&deep(r#"{"a":1,"a":2}"#)).ok(),
+            Some(too_deep_state())
+        );
+        assert!(
+            state_from_json(&deep(r#""\udc00""#)).is_err_and(|e| e.contains("lone surrogate")),
+            "strings beyond the limit are read"
+        );
+    }
+
+    #[test]
+    fn the_sidecars_order_keeps_keys_as_written() {
+        let text = r#"{"current":10,"amount":5,"nested":{"z":1,"a":[{"y":0,"b":0}]}}"#;
+        let key_order = |value: &ciborium::Value| -> Vec<String> {
+            let mut keys = Vec::new();
+            let mut stack = vec![value];
+            while let Some(v) = stack.pop() {
+                match v {
+                    ciborium::Value::Map(entries) => {
+                        for (k, v) in entries {
+                            keys.push(k.as_text().unwrap_or_default().to_owned());
+                            stack.push(v);
+                        }
+                    }
+                    ciborium::Value::Array(items) => stack.extend(items),
+                    _ => {}
+                }
+            }
+            keys
+        };
+        let written = state_from_json_with(text, KeyOrder::AsWritten).expect("a state");
+        let sorted = state_from_json_with(text, KeyOrder::Utf8Bytes).expect("a state");
+        assert_eq!(
+            key_order(&written),
+            ["current", "amount", "nested", "z", "a", "y", "b"]
+        );
+        assert_eq!(
+            key_order(&sorted),
+            ["amount", "current", "nested", "a", "z", "b", "y"]
+        );
+        // The same rules otherwise: repeats refused, numbers by their form.
+        assert!(matches!(
+            state_from_json_with(r#"{"a":1,"a":1}"#, KeyOrder::AsWritten),
+            Err(StateJsonError::Json(e)) if e.kind() == &ErrorKind::DuplicateKey("a".into())
+        ));
+        assert_eq!(
+            state_from_json_with("[1, 1.0]", KeyOrder::AsWritten),
+            Ok(ciborium::Value::Array(vec![
+                ciborium::Value::Integer(1.into()),
+                ciborium::Value::Float(1.0)
+            ]))
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use reqstate::json::ErrorKind;
 use reqstate::{Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, Verified};
+use reqstate_cli_state::{KeyOrder, StateJsonError, state_from_json_with};
 use reqstate_proto::v1 as pb;
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -109,6 +111,13 @@ impl From<Refusal> for VerifyFailure {
 }
 
 /// The state a Mint request carries, as the CBOR value to store.
+///
+/// `state_json` is read by the command line's rules (docs/CLI.md,
+/// `--state-json`, through the core's strict JSON reader) except that
+/// object keys stay in the order written, as Verify gives them back:
+/// numbers written with a fraction or an exponent are floats, others
+/// integers in [-2^63, 2^64 - 1]; a key may not repeat; a state nested
+/// deeper than 16 levels is refused by the core (`state_encoding`).
 pub fn state_to_cbor(
     state: Option<pb::mint_request::StateValue>,
 ) -> Result<ciborium::Value, InvalidArgument> {
@@ -116,7 +125,18 @@ pub fn state_to_cbor(
         None => Ok(ciborium::Value::Bytes(Vec::new())),
         Some(pb::mint_request::StateValue::State(bytes)) => Ok(ciborium::Value::Bytes(bytes)),
         Some(pb::mint_request::StateValue::StateJson(json)) => {
-            serde_json::from_str(&json).map_err(|_| STATE_JSON_NOT_JSON)
+            state_from_json_with(&json, KeyOrder::AsWritten).map_err(|e| match e {
+                StateJsonError::Json(e) if matches!(e.kind(), ErrorKind::DuplicateKey(_)) => {
+                    InvalidArgument::new("state_json has a duplicate object key")
+                }
+                StateJsonError::IntegerOutOfRange(_) => {
+                    InvalidArgument::new("state_json has an integer outside [-2^63, 2^64 - 1]")
+                }
+                StateJsonError::FloatOutOfRange(_) => {
+                    InvalidArgument::new("state_json has a number out of the range of a double")
+                }
+                _ => STATE_JSON_NOT_JSON,
+            })
         }
     }
 }
