@@ -3,7 +3,7 @@
 //!
 //! Cargo builds a package's binaries (and sets `CARGO_BIN_EXE_<name>`) only
 //! for that package's own tests and benchmarks, and the `reqstate` binary is
-//! in the root package, so the sidecar benchmark has Cargo build it.
+//! in the reqstate-sidecar package, so the sidecar benchmark has Cargo build it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use std::process::Command;
 
 /// The `reqstate` binary for benches/sidecar.rs: `REQSTATE_BENCH_BIN` if set
 /// (to measure another build), otherwise the workspace's own, built now
-/// (`cargo build -p reqstate-bin --bin reqstate`, a no-op when up to date) in
+/// (`cargo build -p reqstate-sidecar --bin reqstate`, a no-op when up to date) in
 /// the profile and target directory of the running benchmark: the release
 /// profile under `cargo bench`.
 pub fn reqstate_binary() -> io::Result<PathBuf> {
@@ -33,7 +33,7 @@ pub fn reqstate_binary() -> io::Result<PathBuf> {
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--package", "reqstate-bin"])
+        .args(["build", "--quiet", "--package", "reqstate-sidecar"])
         .args(["--bin", "reqstate", "--profile", profile])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .status()?;

@@ -236,7 +236,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("reqstate/{algorithm}/verify"), |b| {
             b.iter(|| {
                 codec
-                    .verify::<Counter>(black_box(&token), binding(&r.tool, &r.context))
+                    .verify::<Counter>(black_box(&token), binding(&r.tool, &r.context).any_step())
                     .expect("verify")
             })
         });
@@ -307,7 +307,7 @@ fn contenders(r: &Reference) -> Vec<Contender> {
             }),
             verify: Box::new(move |t| {
                 black_box(
-                    c2.verify::<Counter>(t, binding(&tool2, &ctx2))
+                    c2.verify::<Counter>(t, binding(&tool2, &ctx2).any_step())
                         .expect("verify"),
                 );
             }),

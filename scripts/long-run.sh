@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak (tests/sidecar_soak.rs) for MINUTES minutes against the release
+# The soak (crates/reqstate-sidecar/tests/sidecar/soak.rs) for MINUTES minutes against the release
 # binary, with the sidecar's resident memory and open file descriptors
 # sampled every 30 s: long enough to tell a plateau from a leak, which the
 # 10 s run of the test command cannot.
@@ -25,11 +25,11 @@ mkdir -p "$(dirname "$log")"
 echo "soak for $minutes min, samples every 30 s; log: $log"
 # The test binary is run directly, not through `cargo test`, so cargo's lock
 # on target/ is free for other builds during the hour.
-soak_bin=$(cargo test --release --locked --test sidecar_soak --no-run 2>&1 |
+soak_bin=$(cargo test --release --locked -p reqstate-sidecar --test sidecar --no-run 2>&1 |
     sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)
 [ -x "$soak_bin" ] || { echo "could not build the soak test" >&2; exit 1; }
 REQSTATE_SOAK_SECONDS=$((minutes * 60)) REQSTATE_SOAK_SAMPLE_SECONDS=30 \
-    "$soak_bin" --nocapture 2>&1 | tee "$log" && status=0 || status=$?
+    "$soak_bin" soak:: --nocapture 2>&1 | tee "$log" && status=0 || status=$?
 
 verdict=0
 grep '^sample: [0-9]' "$log" | awk '

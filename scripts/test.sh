@@ -62,6 +62,13 @@ if $quick; then
     step "prerequisites (quick)"
     rustup component add rustfmt clippy >/dev/null
 
+    step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
+    python3 scripts/check-docs.py --self-test
+    python3 scripts/check-docs.py
+
+    step "vectors: tests/vectors/*.json match their definitions (reqstate-vectors check)"
+    cargo run --locked -q -p reqstate-vectors -- check
+
     step "format and lints (quick: without the benchmarks package and its peers)"
     cargo fmt --all -- --check
     cargo clippy --workspace --exclude reqstate-benches --all-targets --locked -- -D warnings
@@ -74,15 +81,8 @@ if $quick; then
         echo "the full run (bash scripts/test.sh) installs it and checks."
     fi
 
-    step "core crate: unit and doc tests"
+    step "core crate: unit, integration (crates/reqstate/tests/core) and doc tests"
     cargo test --locked -p reqstate
-
-    step "core integration tests (tests/core_*.rs)"
-    core_tests=()
-    for file in tests/core_*.rs; do
-        core_tests+=(--test "$(basename "$file" .rs)")
-    done
-    cargo test --locked -p reqstate-bin "${core_tests[@]}"
 
     step "sidecar unit tests"
     cargo test --locked -p reqstate-sidecar --lib
@@ -124,23 +124,37 @@ fi
 rustup component add rustfmt clippy >/dev/null
 rustup target add x86_64-unknown-none wasm32-unknown-unknown >/dev/null
 
+step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
+python3 scripts/check-docs.py --self-test
+python3 scripts/check-docs.py
+
+step "vendored h2: exactly crates.io's release + reqstate.patch; yanks, newer releases, advisories (scripts/vendor-h2)"
+# cargo deny cannot see a path dependency: these scripts watch vendor/h2.
+# A newer upstream release only warns; a yanked vendored version fails.
+python3 scripts/vendor-h2/test_vendor_h2.py
+python3 scripts/vendor-h2/refresh.py --check
+python3 scripts/vendor-h2/upstream_check.py
+
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+step "vectors: tests/vectors/*.json match their definitions (reqstate-vectors check)"
+cargo run --locked -q -p reqstate-vectors -- check
+
 step "licences, bans and sources (cargo deny, deny.toml)"
 deny_installed || cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root "$(dirname "$(dirname "$DENY")")"
 deny_check
 
-step "TypeScript package build (its reqstate-ts command is in tests/cli_conformance.rs)"
+step "TypeScript package build (its reqstate-ts command is in the conformance tests, tests/conformance)"
 bash clients/typescript/build.sh
 
-step "Python in-process package build (its python -m reqstate is in tests/cli_conformance.rs)"
+step "Python in-process package build (its python -m reqstate is in the conformance tests, tests/conformance)"
 bash crates/reqstate-python/run-tests.sh --install-only
 export REQSTATE_PYTHON="$PWD/crates/reqstate-python/.venv/bin/python"
 
-step "tests (unit, integration, doc)"
+step "tests (unit, integration, doc): each crate's own, then the cross-implementation conformance (tests/)"
 cargo test --workspace --locked
 
 step "benchmark smoke run (each benchmark once; figures come from cargo bench)"
@@ -179,7 +193,7 @@ export REQSTATE_BIN="$PWD/target/debug/reqstate"
 step "stock gRPC clients over the Unix socket, no channel options: grpcio (C core) and @grpc/grpc-js"
 bash tests/stock_clients/run.sh
 
-step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar"
+step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar, and its packaging with @reqstate/codec"
 bash clients/node/run-tests.sh
 
 step "TypeScript @reqstate/codec: vectors on Node, Deno, Bun and workerd; Rust/sidecar/TS cross-checks; the Worker on workerd"

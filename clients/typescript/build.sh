@@ -4,7 +4,7 @@
 # fast when nothing changed: npm ci is skipped while node_modules matches the
 # lockfile, tsc while dist/ is newer than every source and config file.
 # Needs node (>= 20) and npm. scripts/test.sh runs it before `cargo test`
-# (tests/cli_conformance.rs runs dist/cli.js).
+# (tests/conformance runs dist/cli.js).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"

@@ -17,8 +17,8 @@
 #   test/cli-replay.test.js reqstate-ts verify --consume --replay-store (a redis-server on a TCP port
 #                          with a password), its usage errors, and passwords kept out of messages
 #   test/callcontext.test.js callContext's value form: what JSON cannot represent is refused, by path
-#   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the seed's Worker in workerd, SDK v2 client over HTTP
-#   examples/node-whoami   the seed's whoami handler on plain Node
+#   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the increase-counter Worker in workerd, SDK v2 client over HTTP
+#   examples/node-whoami   the whoami handler on plain Node
 # Does not build Rust: the binary comes from $REQSTATE_BIN, default
 # <repo>/target/debug/reqstate (`cargo build --bin reqstate`). A missing
 # binary or runtime is an error, and a run with a skipped test fails.

@@ -9,7 +9,7 @@
 import http from 'node:http';
 import { Codec, ReqstateError, callContext } from '@reqstate/codec';
 
-/** The handler in the seed's shape: `event.context.mcp` carries inputResponses and requestState. */
+/** The handler in the MCP multi-round-trip shape: `event.context.mcp` carries inputResponses and requestState. */
 export function defineWhoami(codec, { audience = 'whoami-server' } = {}) {
   const bind = (event) =>
     callContext({ principal: event.context.principal, audience, method: 'tools/call', arguments: event.context.mcp.arguments ?? {} });

@@ -2,7 +2,7 @@
 # Stock gRPC libraries against the real sidecar over its Unix socket, with no
 # reqstate package and no channel options: grpcio (gRPC's C core, the
 # library of Python, Ruby, PHP and C++ users) and @grpc/grpc-js. The tonic
-# case is tests/sidecar_stock_clients.rs (cargo test).
+# case is tests/conformance/stock_clients.rs (cargo test).
 #
 #   bash tests/stock_clients/run.sh
 #

@@ -1,7 +1,7 @@
 //! Keyring files with a secret in the wrong place (a templater expanding
 //! `${KEY}` into the wrong field, a typo, a paste into a header), and the
 //! strings an error or log line must never contain. Shared by the core test
-//! (`tests/core_keyring.rs`) and the sidecar test (`tests/sidecar_secrets.rs`).
+//! (`crates/reqstate/tests/core/keyring.rs`) and the sidecar test (`crates/reqstate-sidecar/tests/sidecar/secrets.rs`).
 
 #![allow(dead_code, unreachable_pub)]
 

@@ -17,9 +17,11 @@ use tonic_health::pb::health_client::HealthClient;
 
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The `reqstate` binary Cargo built for the root package's tests. Cargo
-/// sets no `CARGO_BIN_EXE_reqstate` for benches/sidecar.rs, in another
-/// package (reqstate-benches): it names the binary with [`use_binary`].
+/// The `reqstate` binary Cargo built for the sidecar package's tests
+/// (crates/reqstate-sidecar/tests/sidecar). Cargo sets no
+/// `CARGO_BIN_EXE_reqstate` in other packages: the conformance tests (tests/)
+/// find the binary in their own target directory ([`binary`]), and
+/// benches/sidecar.rs names it with [`use_binary`].
 pub const BIN: &str = match option_env!("CARGO_BIN_EXE_reqstate") {
     Some(path) => path,
     None => "",
@@ -33,12 +35,37 @@ pub fn use_binary(path: PathBuf) {
     let _ = BINARY.set(path);
 }
 
-fn binary() -> TestResult<&'static Path> {
-    match BINARY.get() {
-        Some(path) => Ok(path),
-        None if !BIN.is_empty() => Ok(Path::new(BIN)),
-        None => Err("no reqstate binary: call use_binary first".into()),
+/// The binary under test: [`use_binary`]'s, else Cargo's
+/// `CARGO_BIN_EXE_reqstate`, else `$REQSTATE_BIN`, else `reqstate` in the
+/// target directory this test runs from (`target/<profile>/deps/<test>` →
+/// `target/<profile>/reqstate`, which `cargo test --workspace` builds).
+pub fn binary() -> TestResult<&'static Path> {
+    if let Some(path) = BINARY.get() {
+        return Ok(path);
     }
+    if !BIN.is_empty() {
+        return Ok(Path::new(BIN));
+    }
+    let found = match std::env::var_os("REQSTATE_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let exe = std::env::current_exe()?;
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .ok_or("the test binary is not in a target/<profile>/deps directory")?;
+            profile_dir.join("reqstate")
+        }
+    };
+    if !found.is_file() {
+        return Err(format!(
+            "no reqstate binary at {}: build it first (`cargo build -p reqstate-sidecar --bin reqstate`, \
+             or `cargo test --workspace`, which builds it), or name one with REQSTATE_BIN",
+            found.display()
+        )
+        .into());
+    }
+    Ok(BINARY.get_or_init(|| found))
 }
 
 /// A 32-byte secret as base64, different per `seed`.
@@ -327,8 +354,9 @@ pub async fn tcp_channel(addr: SocketAddr) -> TestResult<Channel> {
 
 pub async fn unix_channel(path: &Path) -> TestResult<Channel> {
     let path = path.to_path_buf();
-    // The URI is required by the API but unused: the connector dials the socket.
-    Ok(Endpoint::try_from("http://[::1]:1")?
+    // The URI gives only the `:authority` sent (localhost: well-formed, so
+    // nothing relies on vendor/h2's patch); the connector dials the socket.
+    Ok(Endpoint::try_from("http://localhost")?
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let path = path.clone();
             async move {

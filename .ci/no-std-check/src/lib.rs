@@ -56,7 +56,12 @@ struct Counter {
 /// Mints and verifies one token with a keyring given as TOML text.
 pub fn round_trip(keyring_toml: &str, now: u64, random: fn(&mut [u8]) -> bool) -> Result<String, Error> {
     let codec = Codec::with_parts(Keyring::from_toml(keyring_toml)?, Policy::new(), HostClock(now), HostRandom(random));
-    let context = reqstate::call_context("user-42", "counter-server", "tools/call", "{\"current\":10}")?;
+    let context = reqstate::call_context(&reqstate::Call {
+        principal: "user-42",
+        audience: "counter-server",
+        method: "tools/call",
+        arguments: reqstate::Arguments::Json("{\"current\":10}"),
+    })?;
     let binding = Binding::new("increase-counter", &context)?;
     let minted = codec.mint(binding, "confirm", &Counter { current: 10, amount: 5 }, Duration::from_secs(600))?;
     let verified = codec.verify::<Counter>(&minted.token, binding.step("confirm"))?;

@@ -52,7 +52,7 @@ export interface McpRequestStateCodec<T> {
 
 /**
  * An `expectedStep` for flows whose step names are the keys of the input
- * requests they asked for (the seed's `amount` then `confirm`): the one key of
+ * requests they asked for (`amount` then `confirm` in the increase-counter example): the one key of
  * `inputResponses`, or none when there is not exactly one.
  */
 export function stepFromInputResponses(ctx: McpContextLike): string | undefined {

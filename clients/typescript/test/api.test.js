@@ -1,6 +1,6 @@
 // The package's API on Node: keyrings (TOML and the compact form), policy
 // bounds, states, rotation, the reason names, the MCP SDK drop-in, and the
-// command line's own behaviour (the shared contract is tests/cli_conformance.rs).
+// command line's own behaviour (the shared contract is tests/conformance).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';

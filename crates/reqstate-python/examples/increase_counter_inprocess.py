@@ -1,4 +1,4 @@
-"""The seed's three-round `increase-counter`, in-process, both ways.
+"""The three-round `increase-counter`, in-process, both ways.
 
 One `tools/call` in three rounds:
 

@@ -229,7 +229,7 @@ impl PyCodec {
                 redemption.finish(Ok(recorded))
             }
         }
-        .map_err(|e| errors::refused(py, &e))?;
+        .map_err(|e| errors::consume(py, &e))?;
         Ok(decoded(py, v))
     }
 

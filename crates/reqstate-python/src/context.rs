@@ -70,8 +70,13 @@ pub(crate) fn call_context<'py>(
     arguments_json: &Bound<'py, PyString>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let text = arguments_text(py, arguments_json)?;
-    let context = reqstate::call_context(principal, audience, method, &text)
-        .map_err(|e| refused(py, &e.to_string(), rule(&e)))?;
+    let context = reqstate::call_context(&reqstate::Call {
+        principal,
+        audience,
+        method,
+        arguments: reqstate::Arguments::Json(&text),
+    })
+    .map_err(|e| refused(py, &e.to_string(), rule(&e)))?;
     Ok(PyBytes::new(py, context.as_bytes()))
 }
 

@@ -76,6 +76,19 @@ pub(crate) fn refused(py: Python<'_>, e: &reqstate::Refusal) -> PyErr {
     error(py, Kind::Refused, e.reason(), &e.to_string())
 }
 
+/// A consume that gave no state: a refused token, or a store that could not
+/// record it. Python keeps one exception for both (`TokenRefused`, told
+/// apart by `reason`: `replay_store_full` and `replay_store_unavailable` are
+/// the server's failures, to be retried), as it always had.
+pub(crate) fn consume(py: Python<'_>, e: &reqstate::ConsumeError) -> PyErr {
+    match e {
+        reqstate::ConsumeError::Refused(refusal) => refused(py, refusal),
+        reqstate::ConsumeError::Store(store) => {
+            error(py, Kind::Refused, store.reason(), &store.to_string())
+        }
+    }
+}
+
 /// A mint or seal the core refused. An argument error is raised as
 /// `InvalidArgument` (a `MintRefused` is not a `ValueError`), with the same
 /// reason name.

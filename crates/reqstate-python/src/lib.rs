@@ -42,6 +42,7 @@ mod state;
 /// The reason names of every core error (`reqstate::Error::reason()`).
 fn reasons() -> Vec<&'static str> {
     let mut all: Vec<&'static str> = reqstate::Refusal::REASONS.to_vec();
+    all.extend(reqstate::StoreError::REASONS);
     for extra in [
         "state_encoding",
         "invalid_argument",

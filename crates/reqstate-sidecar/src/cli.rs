@@ -272,7 +272,8 @@ pub struct ServeArgs {
     pub replay_capacity: usize,
 
     /// Deadline of every call, in milliseconds (a shorter client
-    /// `grpc-timeout` wins).
+    /// `grpc-timeout` wins); a call still running then ends with
+    /// DEADLINE_EXCEEDED.
     #[arg(long, env = "REQSTATE_CALL_TIMEOUT_MS", default_value_t = 5000)]
     pub call_timeout_ms: u64,
 

@@ -183,15 +183,7 @@ pub fn verify(args: VerifyArgs) -> u8 {
                     let now = redemption.now();
                     let spend = crate::replay::Spend::of(&redemption);
                     let recorded = runtime.block_on(replay.record(spend, now));
-                    match recorded {
-                        Err(crate::replay::StoreFailure {
-                            error,
-                            why: Some(why),
-                        }) => return Err(VerifyError::NotRecorded(error.into(), why)),
-                        recorded => redemption
-                            .finish(recorded.map_err(|f| f.error))
-                            .map_err(reqstate::Error::from)?,
-                    }
+                    crate::replay::finish(redemption, recorded).map_err(VerifyError::Unspent)?
                 }
                 // A record for this run only (see `--consume`).
                 None => redemption
@@ -313,8 +305,8 @@ fn state_from_cbor_hex(hex: &str) -> Result<ciborium::Value, String> {
 enum VerifyError {
     /// A refusal or caller error of the core.
     Core(reqstate::Error),
-    /// The shared store did not record the token, and why.
-    NotRecorded(reqstate::Refusal, std::sync::Arc<str>),
+    /// A replay, or the shared store did not record the token, and why.
+    Unspent(crate::replay::Unspent),
 }
 
 impl From<reqstate::Error> for VerifyError {
@@ -327,7 +319,7 @@ impl VerifyError {
     fn reason(&self) -> &'static str {
         match self {
             VerifyError::Core(e) => e.reason(),
-            VerifyError::NotRecorded(refusal, _) => refusal.reason(),
+            VerifyError::Unspent(e) => e.reason(),
         }
     }
 }
@@ -336,7 +328,7 @@ impl std::fmt::Display for VerifyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             VerifyError::Core(e) => e.fmt(f),
-            VerifyError::NotRecorded(refusal, why) => write!(f, "{refusal}: {why}"),
+            VerifyError::Unspent(e) => e.fmt(f),
         }
     }
 }

@@ -66,8 +66,9 @@ impl Metrics {
                     "reqstate_calls_total",
                     "gRPC calls by rpc (a method name, or unknown for any other \
                      path) and result: ok, a token failure reason (expired, \
-                     retired_key …), or a refusal (unauthenticated, \
-                     permission_denied, overloaded, invalid_argument)",
+                     retired_key …), a refusal (unauthenticated, \
+                     permission_denied, overloaded, invalid_argument), or \
+                     deadline_exceeded",
                 ),
                 &["rpc", "result"],
             ),
@@ -234,8 +235,8 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Counts a call refused before it reached the service (no latency: it
-    /// did no work).
+    /// Counts a call the gate ended without the service's answer: refused,
+    /// or stopped at its deadline (no latency).
     pub fn observe_refusal(&self, rpc: &'static str, result: &'static str) {
         self.calls.with_label_values(&[rpc, result]).inc();
     }

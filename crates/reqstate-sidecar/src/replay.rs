@@ -224,6 +224,54 @@ impl From<StoreError> for StoreFailure {
 /// A store's answer for one token: `Ok(true)` if this call recorded it.
 pub type Recorded = Result<bool, StoreFailure>;
 
+/// Why a consume gave no state: the token was refused (a replay), or the
+/// store did not record it (not the token's fault: the caller retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unspent {
+    /// The token was refused: [`reqstate::Refusal::Replayed`].
+    Refused(reqstate::Refusal),
+    /// The store did not record the token, with what the caller should know
+    /// beyond the reason (a clock out of bounds, an outcome that is unknown
+    /// and how to retry).
+    NotRecorded(StoreError, Option<Arc<str>>),
+}
+
+impl Unspent {
+    /// The reason name (the wire's and the command line's).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Unspent::Refused(refusal) => refusal.reason(),
+            Unspent::NotRecorded(error, _) => error.reason(),
+        }
+    }
+}
+
+impl fmt::Display for Unspent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unspent::Refused(refusal) => refusal.fmt(f),
+            Unspent::NotRecorded(error, None) => error.fmt(f),
+            Unspent::NotRecorded(error, Some(why)) => write!(f, "{error}: {why}"),
+        }
+    }
+}
+
+/// The end of every consume, in the sidecar and on the command line: the
+/// store's answer decides between the state, a replay, and a token the
+/// store did not record.
+pub fn finish<T>(
+    redemption: Redemption<T>,
+    recorded: Recorded,
+) -> Result<reqstate::Verified<T>, Unspent> {
+    match recorded {
+        Ok(first) => redemption.finish(Ok(first)).map_err(|e| match e {
+            reqstate::ConsumeError::Refused(refusal) => Unspent::Refused(refusal),
+            reqstate::ConsumeError::Store(error) => Unspent::NotRecorded(error, None),
+        }),
+        Err(StoreFailure { error, why }) => Err(Unspent::NotRecorded(error, why)),
+    }
+}
+
 /// This sidecar's clock against the store's (Redis `TIME`), kept as the
 /// last reading: consumes are refused while the difference, plus the
 /// reading's own uncertainty, exceeds `max_skew`.

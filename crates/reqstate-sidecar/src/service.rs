@@ -248,15 +248,17 @@ impl RequestState for RequestStateService {
             }
             Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
             // (No store is involved in unsealing: NotRecorded cannot occur.)
-            Err(VerifyFailure::Refused(e) | VerifyFailure::NotRecorded(e, _)) => Ok(answer(
-                pb::UnsealResponse {
-                    valid: false,
-                    reason: wire_reason(e.reason()).into(),
-                    detail: e.to_string(),
-                    ..Default::default()
-                },
-                e.reason(),
-            )),
+            Err(failure @ (VerifyFailure::Refused(_) | VerifyFailure::NotRecorded(..))) => {
+                Ok(answer(
+                    pb::UnsealResponse {
+                        valid: false,
+                        reason: wire_reason(failure.reason()).into(),
+                        detail: failure.detail(),
+                        ..Default::default()
+                    },
+                    failure.reason(),
+                ))
+            }
         }
     }
 

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use reqstate::json::ErrorKind;
-use reqstate::{Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, Verified};
+use reqstate::{
+    Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, StoreError, Verified,
+};
 use reqstate_cli_state::{KeyOrder, StateJsonError, state_from_json_with};
 use reqstate_proto::v1 as pb;
 use tonic::Status;
@@ -70,10 +72,11 @@ pub enum VerifyFailure {
     Caller(InvalidArgument),
     /// The token was refused.
     Refused(Refusal),
-    /// The replay store did not record the token (refused, fail closed),
-    /// with what the caller should know beyond the reason: a clock out of
-    /// bounds, an outcome that is unknown and how to retry.
-    NotRecorded(Refusal, std::sync::Arc<str>),
+    /// The replay store did not record the token (not accepted, fail
+    /// closed; not refused either: the caller may retry), with what the
+    /// caller should know beyond the reason: a clock out of bounds, an
+    /// outcome that is unknown and how to retry.
+    NotRecorded(StoreError, Option<std::sync::Arc<str>>),
 }
 
 impl VerifyFailure {
@@ -83,9 +86,7 @@ impl VerifyFailure {
         match self {
             VerifyFailure::Caller(e) => not_valid(e.reason(), e.to_string()),
             VerifyFailure::Refused(refusal) => refused_verify_response(refusal),
-            VerifyFailure::NotRecorded(refusal, why) => {
-                not_valid(refusal.reason(), format!("{refusal}: {why}"))
-            }
+            VerifyFailure::NotRecorded(..) => not_valid(self.reason(), self.detail()),
         }
     }
 
@@ -93,7 +94,29 @@ impl VerifyFailure {
     pub fn reason(&self) -> &'static str {
         match self {
             VerifyFailure::Caller(e) => e.reason(),
-            VerifyFailure::Refused(e) | VerifyFailure::NotRecorded(e, _) => e.reason(),
+            VerifyFailure::Refused(e) => e.reason(),
+            VerifyFailure::NotRecorded(e, _) => e.reason(),
+        }
+    }
+
+    /// What a person reads: the error, and the store's explanation if any.
+    pub fn detail(&self) -> String {
+        match self {
+            VerifyFailure::Caller(e) => e.to_string(),
+            VerifyFailure::Refused(e) => e.to_string(),
+            VerifyFailure::NotRecorded(e, None) => e.to_string(),
+            VerifyFailure::NotRecorded(e, Some(why)) => format!("{e}: {why}"),
+        }
+    }
+}
+
+impl From<crate::replay::Unspent> for VerifyFailure {
+    fn from(e: crate::replay::Unspent) -> Self {
+        match e {
+            crate::replay::Unspent::Refused(refusal) => VerifyFailure::Refused(refusal),
+            crate::replay::Unspent::NotRecorded(error, why) => {
+                VerifyFailure::NotRecorded(error, why)
+            }
         }
     }
 }
@@ -229,15 +252,9 @@ pub fn finish_consume(
     redemption: Redemption<pb::verify_response::StateValue>,
     recorded: crate::replay::Recorded,
 ) -> Result<pb::VerifyResponse, VerifyFailure> {
-    match recorded {
-        Err(crate::replay::StoreFailure {
-            error,
-            why: Some(why),
-        }) => Err(VerifyFailure::NotRecorded(Refusal::from(error), why)),
-        recorded => Ok(verified_response(
-            redemption.finish(recorded.map_err(|failure| failure.error))?,
-        )),
-    }
+    Ok(verified_response(crate::replay::finish(
+        redemption, recorded,
+    )?))
 }
 
 fn verified_response(verified: Verified<pb::verify_response::StateValue>) -> pb::VerifyResponse {
@@ -294,6 +311,7 @@ mod tests {
     #[test]
     fn every_core_reason_has_its_own_wire_value() {
         let mut reasons: Vec<&str> = Refusal::REASONS.to_vec();
+        reasons.extend(StoreError::REASONS);
         reasons.extend([
             "invalid_argument",
             "state_encoding",
@@ -301,8 +319,8 @@ mod tests {
             "invalid_keyring",
         ]);
         assert!(
-            reasons.contains(&"replayed"),
-            "the refusals include the store's"
+            reasons.contains(&"replayed") && reasons.contains(&"replay_store_unavailable"),
+            "the reasons include the store's"
         );
         let mut seen = std::collections::HashSet::new();
         for reason in reasons {

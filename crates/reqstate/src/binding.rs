@@ -11,9 +11,14 @@ use crate::types::{MAX_CONTEXT_LEN, MAX_TOOL_LEN};
 /// only under the same binding it was minted under.
 ///
 /// ```
-/// use reqstate::{Binding, call_context};
+/// use reqstate::{Arguments, Binding, Call, call_context};
 ///
-/// let context = call_context("user-42", "counter-server", "tools/call", r#"{"current":10}"#)?;
+/// let context = call_context(&Call {
+///     principal: "user-42",
+///     audience: "counter-server",
+///     method: "tools/call",
+///     arguments: Arguments::Json(r#"{"current":10}"#),
+/// })?;
 /// let binding = Binding::new("increase-counter", &context)?;
 /// let expected = binding.step("confirm"); // what verify requires
 /// # let _ = expected;
@@ -89,8 +94,9 @@ impl<'a> Binding<'a> {
 }
 
 /// What a verifier requires of a state token: its [`Binding`] and, if given,
-/// its step. Built with [`Binding::step`] or [`Binding::any_step`]; a bare
-/// [`Binding`] converts into "any step".
+/// its step. Built with [`Binding::step`], [`Binding::any_step`] or
+/// [`Binding::expecting`]: there is deliberately no conversion from a bare
+/// [`Binding`], so that accepting a token of any step is always written out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expected<'a> {
     binding: Binding<'a>,
@@ -106,12 +112,6 @@ impl<'a> Expected<'a> {
     /// The step required, if any.
     pub fn step(&self) -> Option<&'a str> {
         self.step
-    }
-}
-
-impl<'a> From<Binding<'a>> for Expected<'a> {
-    fn from(binding: Binding<'a>) -> Self {
-        binding.any_step()
     }
 }
 
@@ -158,10 +158,11 @@ mod tests {
     }
 
     #[test]
-    fn a_bare_binding_expects_any_step() {
+    fn any_step_is_said_out_loud() {
         let binding = Binding::with_context_bytes("t", b"c").unwrap();
-        let expected: Expected<'_> = binding.into();
-        assert_eq!(expected.step(), None);
+        assert_eq!(binding.any_step().step(), None);
         assert_eq!(binding.step("s").step(), Some("s"));
+        assert_eq!(binding.expecting(None), binding.any_step());
+        assert_eq!(binding.expecting(Some("s")), binding.step("s"));
     }
 }

@@ -17,7 +17,7 @@ use crate::cbor::check_state_item;
 use crate::claims::{parse_claims, push_claims_prefix};
 use crate::clock::Clock;
 use crate::crypto::{self, Bound};
-use crate::error::{InvalidArgument, MintError, Refusal};
+use crate::error::{ConsumeError, InvalidArgument, MintError, Refusal};
 use crate::keyring::{Key, Keyring};
 use crate::outcome::{Minted, Sealed, Unsealed, Verified};
 use crate::policy::Policy;
@@ -38,7 +38,12 @@ use crate::types::{KeyStatus, MAX_STEP_LEN, TOKEN_ID_LEN, TokenKind};
 ///
 /// let keyring = Keyring::ephemeral(Algorithm::XChaCha20Poly1305, &OsRandom::new())?;
 /// let codec = Codec::new(keyring);
-/// let context = reqstate::call_context("user-42", "counter-server", "tools/call", r#"{"current":10}"#)?;
+/// let context = reqstate::call_context(&reqstate::Call {
+///     principal: "user-42",
+///     audience: "counter-server",
+///     method: "tools/call",
+///     arguments: reqstate::Arguments::Json(r#"{"current":10}"#),
+/// })?;
 /// let binding = Binding::new("increase-counter", &context)?;
 ///
 /// let minted = codec.mint(binding, "amount", &10u32, Duration::from_secs(600))?;
@@ -47,10 +52,15 @@ use crate::types::{KeyStatus, MAX_STEP_LEN, TOKEN_ID_LEN, TokenKind};
 ///
 /// // Another tool, or another caller's context, fails.
 /// let other_tool = Binding::new("delete-everything", &context)?;
-/// let other_caller = reqstate::call_context("user-43", "counter-server", "tools/call", r#"{"current":10}"#)?;
+/// let other_caller = reqstate::call_context(&reqstate::Call {
+///     principal: "user-43",
+///     audience: "counter-server",
+///     method: "tools/call",
+///     arguments: reqstate::Arguments::Json(r#"{"current":10}"#),
+/// })?;
 /// let other_caller = Binding::new("increase-counter", &other_caller)?;
 /// for binding in [other_tool, other_caller] {
-///     let refused = codec.verify::<u32>(&minted.token, binding).unwrap_err();
+///     let refused = codec.verify::<u32>(&minted.token, binding.any_step()).unwrap_err();
 ///     assert_eq!(refused, Refusal::AuthenticationFailed);
 /// }
 /// # }
@@ -135,7 +145,15 @@ impl Codec {
     }
 
     /// Mints a token for `binding` at `step` carrying `state`, valid for
-    /// `ttl` (whole seconds, at least one).
+    /// `ttl`.
+    ///
+    /// Lifetimes are whole seconds, as the token records them: a `ttl` with
+    /// a fraction of a second (`Duration::from_millis(1500)`) or under one
+    /// second is refused with [`MintError::InvalidArgument`], never rounded.
+    /// The clock is read in whole seconds too, so a token minted with `ttl`
+    /// of N s is accepted for between N − 1 and N seconds after minting
+    /// (plus the verifier's clock leeway): give a ttl of at least 2 s to a
+    /// token that must survive one round trip.
     ///
     /// The state is stored as CBOR. Under an HMAC key the client can read it;
     /// under an XChaCha20-Poly1305 key it cannot. The binding (tool and
@@ -180,6 +198,15 @@ impl Codec {
         }
         if step.len() > MAX_STEP_LEN {
             return Err(InvalidArgument("step name is longer than 256 bytes").into());
+        }
+        // Tokens count time in whole seconds (FORMAT.md §3): a fraction is
+        // refused rather than rounded either way, and so is a ttl under one
+        // second (see the note on lifetimes on `Codec::mint`).
+        if ttl.subsec_nanos() != 0 {
+            return Err(InvalidArgument(
+                "ttl must be a whole number of seconds (tokens count time in seconds)",
+            )
+            .into());
         }
         let lifetime = ttl.as_secs();
         if lifetime == 0 {
@@ -235,47 +262,49 @@ impl Codec {
     /// key id (unknown, retired), algorithm against the key's, the tag, then
     /// (only now parsing the claims) the envelope, lifetime, issue time,
     /// expiry, step, and the state's type.
-    pub fn verify<'a, T: DeserializeOwned>(
+    pub fn verify<T: DeserializeOwned>(
         &self,
         token: &str,
-        expected: impl Into<Expected<'a>>,
+        expected: Expected<'_>,
     ) -> Result<Verified<T>, Refusal> {
         self.verify_untrusted(UntrustedToken::parse(token, &self.policy)?, expected)
     }
 
     /// [`Codec::verify`] for a token already parsed (to read its key id, say).
-    pub fn verify_untrusted<'a, T: DeserializeOwned>(
+    pub fn verify_untrusted<T: DeserializeOwned>(
         &self,
         token: UntrustedToken,
-        expected: impl Into<Expected<'a>>,
+        expected: Expected<'_>,
     ) -> Result<Verified<T>, Refusal> {
-        self.verify_with(token, TokenKind::State, expected.into(), decode_state)
+        self.verify_with(token, TokenKind::State, expected, decode_state)
             .map(|(verified, _, _)| verified)
     }
 
     /// Consumes a single-use token (FORMAT.md §8 steps 0–15): verifies it as
     /// [`Codec::verify`] does, then records it as spent in `store`, and only
     /// if this was the first time gives its contents. A replay is
-    /// [`Refusal::Replayed`]; a store that is full or does not answer refuses
-    /// the token. A token that is not single-use is [`Refusal::WrongKind`].
-    pub fn consume<'a, T: DeserializeOwned>(
+    /// [`Refusal::Replayed`]; a store that is full or does not answer is
+    /// [`ConsumeError::Store`]: the token is not accepted, but it is not
+    /// refused either (answer it as a server error; it may be retried). A
+    /// token that is not single-use is [`Refusal::WrongKind`].
+    pub fn consume<T: DeserializeOwned>(
         &self,
         token: &str,
-        expected: impl Into<Expected<'a>>,
+        expected: Expected<'_>,
         store: &dyn ReplayStore,
-    ) -> Result<Verified<T>, Refusal> {
+    ) -> Result<Verified<T>, ConsumeError> {
         self.verify_single_use(token, expected)?.redeem(store)
     }
 
     /// The first half of [`Codec::consume`], for stores that must be
     /// awaited: every check but the store's (steps 0–14). The state is
     /// reachable only through the [`Redemption`], once the token is recorded.
-    pub fn verify_single_use<'a, T: DeserializeOwned>(
+    pub fn verify_single_use<T: DeserializeOwned>(
         &self,
         token: &str,
-        expected: impl Into<Expected<'a>>,
+        expected: Expected<'_>,
     ) -> Result<Redemption<T>, Refusal> {
-        self.single_use_with(token, expected.into(), decode_state)
+        self.single_use_with(token, expected, decode_state)
     }
 
     /// Steps 0–14 for a single-use token, with `decode` as step 14.
@@ -299,12 +328,12 @@ impl Codec {
 
     /// [`Codec::verify_single_use`] without decoding the state, as
     /// [`Codec::verify_raw`]: the state item's bytes as the token carries them.
-    pub fn verify_single_use_raw<'a>(
+    pub fn verify_single_use_raw(
         &self,
         token: &str,
-        expected: impl Into<Expected<'a>>,
+        expected: Expected<'_>,
     ) -> Result<Redemption<Vec<u8>>, Refusal> {
-        self.single_use_with(token, expected.into(), |state| Ok(state.to_vec()))
+        self.single_use_with(token, expected, |state| Ok(state.to_vec()))
     }
 
     /// [`Codec::verify`] up to and without decoding the state (FORMAT.md §8
@@ -312,15 +341,18 @@ impl Codec {
     /// them, well-formed CBOR nested at most 16 deep but otherwise as the
     /// minter encoded them. For tools that show or forward the state rather
     /// than use it (the command line's `state_cbor_hex`).
-    pub fn verify_raw<'a>(
+    pub fn verify_raw(
         &self,
         token: &str,
-        expected: impl Into<Expected<'a>>,
+        expected: Expected<'_>,
     ) -> Result<Verified<Vec<u8>>, Refusal> {
         let token = UntrustedToken::parse(token, &self.policy)?;
-        self.verify_with(token, TokenKind::State, expected.into(), |state| {
-            Ok(state.to_vec())
-        })
+        self.verify_with(
+            token,
+            TokenKind::State,
+            expected,
+            |state| Ok(state.to_vec()),
+        )
         .map(|(verified, _, _)| verified)
     }
 

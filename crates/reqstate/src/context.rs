@@ -59,6 +59,50 @@ const LONE_SURROGATE: InvalidArgument =
     InvalidArgument("arguments have a string with a lone surrogate escape");
 const TOO_DEEP: InvalidArgument = InvalidArgument("arguments are nested too deeply");
 
+/// The original request a token is bound to (FORMAT.md §7): who made it,
+/// to which server, which method, with which arguments. Named fields, so
+/// that the four cannot be passed in the wrong order.
+///
+/// ```
+/// use reqstate::{Arguments, Call, call_context};
+///
+/// let context = call_context(&Call {
+///     principal: "user-42",
+///     audience: "https://mcp.example.com",
+///     method: "tools/call",
+///     arguments: Arguments::Json(r#"{"name": "increase-counter", "arguments": {"by": 2}}"#),
+/// })?;
+/// # Ok::<(), reqstate::InvalidArgument>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The authenticated caller (a user or client id); empty when there is none.
+    pub principal: &'a str,
+    /// The server the call was made to (its URL or name).
+    pub audience: &'a str,
+    /// The JSON-RPC method, for example `tools/call`.
+    pub method: &'a str,
+    /// The request's parameters.
+    pub arguments: Arguments<'a>,
+}
+
+/// A call's parameters: as JSON text (preferred) or as a parsed value.
+#[derive(Debug, Clone, Copy)]
+pub enum Arguments<'a> {
+    /// The arguments' JSON text as received: one JSON value (an object for
+    /// `tools/call`), any spacing and key order. Duplicate keys and numbers
+    /// JCS cannot represent exactly are refused, as the text shows them.
+    Json(&'a str),
+    /// Arguments already parsed into a [`serde_json::Value`]. The value is
+    /// printed by `serde_json` and that text is used, so the same numbers
+    /// are refused (integers beyond 2^53 whose JCS form would be another
+    /// integer, such as `u64::MAX`). A parsed value can no longer show what
+    /// its parser resolved: duplicate keys (serde_json keeps the last) and
+    /// number literals rounded to a double on the way in. When you hold the
+    /// request's JSON text, pass [`Arguments::Json`].
+    Value(&'a serde_json::Value),
+}
+
 /// Builds the context to bind a token to one caller and one original request.
 ///
 /// ```text
@@ -72,40 +116,24 @@ const TOO_DEEP: InvalidArgument = InvalidArgument("arguments are nested too deep
 /// arguments on the retry, replays the token as another principal, or sends
 /// it to another server gets [`Refusal::AuthenticationFailed`](crate::Refusal::AuthenticationFailed).
 ///
-/// `arguments_json` is the arguments' JSON text as received (one JSON value,
-/// an object for `tools/call`; any spacing and key order). Arguments that JCS
-/// cannot represent exactly are refused with [`InvalidArgument`]:
-/// duplicate object keys, a number whose JCS form is not exactly the number
-/// written (`9007199254740993`, `1e400`, `0.10000000000000001`), a `\u` escape
-/// of a lone surrogate, nesting deeper than [`MAX_ARGUMENTS_DEPTH`].
-pub fn call_context(
-    principal: &str,
-    audience: &str,
-    method: &str,
-    arguments_json: &str,
-) -> Result<CallContext, InvalidArgument> {
-    let canonical = canonical_json(arguments_json)?;
+/// Arguments that JCS cannot represent exactly are refused with
+/// [`InvalidArgument`]: duplicate object keys, a number whose JCS form is not
+/// exactly the number written (`9007199254740993`, `1e400`,
+/// `0.10000000000000001`), a `\u` escape of a lone surrogate, nesting deeper
+/// than [`MAX_ARGUMENTS_DEPTH`].
+pub fn call_context(call: &Call<'_>) -> Result<CallContext, InvalidArgument> {
+    let canonical = match call.arguments {
+        Arguments::Json(text) => canonical_json(text)?,
+        Arguments::Value(value) => {
+            canonical_json(&serde_json::to_string(value).map_err(|_| NOT_JSON)?)?
+        }
+    };
     Ok(CallContext(digest_context(
-        principal, audience, method, &canonical,
+        call.principal,
+        call.audience,
+        call.method,
+        &canonical,
     )))
-}
-
-/// [`call_context`] for arguments already parsed into a [`serde_json::Value`].
-///
-/// The value is printed by `serde_json` and that text goes through
-/// [`call_context`], so the same numbers are refused (integers beyond 2^53
-/// whose JCS form would be another integer, such as `u64::MAX`). A parsed
-/// value can no longer show what its parser resolved: duplicate keys (serde_json
-/// keeps the last) and number literals rounded to a double on the way in.
-/// When you hold the request's JSON text, pass it to [`call_context`] instead.
-pub fn call_context_from_value(
-    principal: &str,
-    audience: &str,
-    method: &str,
-    arguments: &serde_json::Value,
-) -> Result<CallContext, InvalidArgument> {
-    let text = serde_json::to_string(arguments).map_err(|_| NOT_JSON)?;
-    call_context(principal, audience, method, &text)
 }
 
 fn digest_context(principal: &str, audience: &str, method: &str, canonical: &str) -> [u8; 32] {
@@ -321,16 +349,46 @@ mod tests {
     use super::*;
     use serde_json::Value;
 
+    /// [`call_context`] on JSON text, the four parts in order.
+    fn cc(
+        principal: &str,
+        audience: &str,
+        method: &str,
+        arguments: &str,
+    ) -> Result<CallContext, InvalidArgument> {
+        call_context(&Call {
+            principal,
+            audience,
+            method,
+            arguments: Arguments::Json(arguments),
+        })
+    }
+
+    /// [`call_context`] on a parsed value.
+    fn cc_value(
+        principal: &str,
+        audience: &str,
+        method: &str,
+        arguments: &Value,
+    ) -> Result<CallContext, InvalidArgument> {
+        call_context(&Call {
+            principal,
+            audience,
+            method,
+            arguments: Arguments::Value(arguments),
+        })
+    }
+
     #[test]
     fn key_order_and_whitespace_do_not_change_the_context() {
-        let a = call_context(
+        let a = cc(
             "u",
             "aud",
             "tools/call",
             r#"{"b": 1, "a": [1, {"y": 2, "x": null}]}"#,
         )
         .unwrap();
-        let b = call_context(
+        let b = cc(
             "u",
             "aud",
             "tools/call",
@@ -342,14 +400,14 @@ mod tests {
 
     #[test]
     fn every_field_changes_the_context() {
-        let base = call_context("u", "aud", "tools/call", r#"{"current":10}"#).unwrap();
+        let base = cc("u", "aud", "tools/call", r#"{"current":10}"#).unwrap();
         for other in [
-            call_context("v", "aud", "tools/call", r#"{"current":10}"#).unwrap(),
-            call_context("u", "aux", "tools/call", r#"{"current":10}"#).unwrap(),
-            call_context("u", "aud", "prompts/get", r#"{"current":10}"#).unwrap(),
-            call_context("u", "aud", "tools/call", r#"{"current":11}"#).unwrap(),
+            cc("v", "aud", "tools/call", r#"{"current":10}"#).unwrap(),
+            cc("u", "aux", "tools/call", r#"{"current":10}"#).unwrap(),
+            cc("u", "aud", "prompts/get", r#"{"current":10}"#).unwrap(),
+            cc("u", "aud", "tools/call", r#"{"current":11}"#).unwrap(),
             // Length prefixes keep field boundaries: "u"+"aud" is not "ua"+"ud".
-            call_context("ua", "ud", "tools/call", r#"{"current":10}"#).unwrap(),
+            cc("ua", "ud", "tools/call", r#"{"current":10}"#).unwrap(),
         ] {
             assert_ne!(base, other);
         }
@@ -461,11 +519,11 @@ mod tests {
     fn from_value_prints_then_canonicalizes() {
         let v: Value = serde_json::from_str(r#"{"b":[1.0,2],"a":"x"}"#).unwrap();
         assert_eq!(
-            call_context_from_value("u", "a", "m", &v),
-            call_context("u", "a", "m", r#"{"a":"x","b":[1,2]}"#)
+            cc_value("u", "a", "m", &v),
+            cc("u", "a", "m", r#"{"a":"x","b":[1,2]}"#)
         );
         assert_eq!(
-            call_context_from_value("u", "a", "m", &Value::from(u64::MAX)),
+            cc_value("u", "a", "m", &Value::from(u64::MAX)),
             Err(INEXACT_NUMBER)
         );
     }

@@ -305,7 +305,7 @@ pub(crate) fn open(
 
 /// **Test-only, not a stable API** (feature `test-util`): the primitives of
 /// this layer on raw keys, for known-answer suites such as Project
-/// Wycheproof (`tests/core_wycheproof.rs`). They run the very functions that
+/// Wycheproof (`crates/reqstate/tests/core/wycheproof.rs`). They run the very functions that
 /// mint and verify tokens, minus the key derivation and the token layout:
 /// HMAC-SHA256 with the token tag's truncation and constant-time comparison,
 /// and the XChaCha20-Poly1305 composition (HChaCha20 subkey, then

@@ -3,6 +3,11 @@
 //! - [`Refusal`]: a token was refused. What [`crate::Codec::verify`] and
 //!   [`crate::Codec::unseal`] return; the client's fault (or an attacker's),
 //!   to be answered with an error to the client (MCP: `-32602`).
+//! - [`StoreError`]: the spent-token store could not record a single-use
+//!   token (full, or not answering). Not the token's fault: the server's, to
+//!   be answered as a server error the client may retry, never as "invalid".
+//! - [`ConsumeError`]: what [`crate::Codec::consume`] returns, either of the
+//!   two above.
 //! - [`InvalidArgument`]: the caller passed something out of range (an empty
 //!   tool name, a policy value out of bounds, arguments that are not JSON).
 //!   The server's fault, caught where the value is built.
@@ -71,7 +76,8 @@ pub enum Refusal {
     /// The tag did not verify. The token was altered, or minted under another
     /// key, for another tool, or with other context bytes. These causes are
     /// deliberately indistinguishable: the tool and context are bound, not
-    /// stored (see `docs/FORMAT.md`, "Why the tool is not stored").
+    /// stored (docs/FORMAT.md §4; the reasons: [`crate::design`], "The tool
+    /// and context are bound, not stored").
     AuthenticationFailed,
     /// The token's expiry (plus the clock leeway) has passed.
     Expired {
@@ -105,17 +111,11 @@ pub enum Refusal {
     StateDecoding(String),
     /// The single-use token was already consumed.
     Replayed,
-    /// The spent-token store is full of live records and refused to record
-    /// the token, which is therefore refused (never accepted unrecorded).
-    ReplayStoreFull,
-    /// The spent-token store could not be reached or did not answer in time;
-    /// the token is refused (consumption fails closed).
-    ReplayStoreUnavailable,
 }
 
 impl Refusal {
     /// Every refusal's [`Refusal::reason`], in the order of the checks.
-    pub const REASONS: [&'static str; 18] = [
+    pub const REASONS: [&'static str; 16] = [
         "too_large",
         "malformed",
         "unsupported_version",
@@ -132,8 +132,6 @@ impl Refusal {
         "lifetime_too_long",
         "state_decoding",
         "replayed",
-        "replay_store_full",
-        "replay_store_unavailable",
     ];
 
     /// A stable snake_case name for the variant, for logs, metrics labels and
@@ -156,8 +154,6 @@ impl Refusal {
             Refusal::LifetimeTooLong { .. } => "lifetime_too_long",
             Refusal::StateDecoding(_) => "state_decoding",
             Refusal::Replayed => "replayed",
-            Refusal::ReplayStoreFull => "replay_store_full",
-            Refusal::ReplayStoreUnavailable => "replay_store_unavailable",
         }
     }
 }
@@ -208,18 +204,114 @@ impl fmt::Display for Refusal {
                 write!(f, "state does not decode into the requested type: {e}")
             }
             Refusal::Replayed => f.write_str("the single-use token was already consumed"),
-            Refusal::ReplayStoreFull => f.write_str(
-                "the spent-token store is full of live records; the token was not recorded \
-                 and is refused",
-            ),
-            Refusal::ReplayStoreUnavailable => f.write_str(
-                "the spent-token store did not answer; the token was not recorded and is refused",
-            ),
         }
     }
 }
 
 impl core::error::Error for Refusal {}
+
+/// Why a spent-token store did not record a single-use token. The token is
+/// not accepted (consumption fails closed), but it was not refused either:
+/// the same token may succeed once the store answers again, so a server
+/// answers this as its own failure (MCP: an internal error, retry later),
+/// never as an invalid token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreError {
+    /// The store is at its capacity and every record in it is still live:
+    /// it refuses rather than forget one (which would re-open replay).
+    Full,
+    /// The store could not be reached, or did not answer in time.
+    Unavailable,
+}
+
+impl StoreError {
+    /// Every store error's [`StoreError::reason`].
+    pub const REASONS: [&'static str; 2] = ["replay_store_full", "replay_store_unavailable"];
+
+    /// `"replay_store_full"` or `"replay_store_unavailable"`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::Full => "replay_store_full",
+            StoreError::Unavailable => "replay_store_unavailable",
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StoreError::Full => {
+                "the spent-token store is full of live records; the token was not recorded \
+                 and not accepted"
+            }
+            StoreError::Unavailable => {
+                "the spent-token store did not answer; the token was not recorded and not accepted"
+            }
+        })
+    }
+}
+
+impl core::error::Error for StoreError {}
+
+/// Why [`crate::Codec::consume`] (or [`crate::Redemption::redeem`]) gave no
+/// state: the token was refused, or the store could not record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumeError {
+    /// The token was refused (including [`Refusal::Replayed`]): the
+    /// client's fault, or an attacker's.
+    Refused(Refusal),
+    /// The token passed every check but the store could not record it: the
+    /// server's failure. The token was not accepted and may be retried.
+    Store(StoreError),
+}
+
+impl ConsumeError {
+    /// The reason of the error it holds.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ConsumeError::Refused(e) => e.reason(),
+            ConsumeError::Store(e) => e.reason(),
+        }
+    }
+
+    /// The refusal, if the token was refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            ConsumeError::Refused(e) => Some(e),
+            ConsumeError::Store(_) => None,
+        }
+    }
+}
+
+impl From<Refusal> for ConsumeError {
+    fn from(e: Refusal) -> Self {
+        ConsumeError::Refused(e)
+    }
+}
+
+impl From<StoreError> for ConsumeError {
+    fn from(e: StoreError) -> Self {
+        ConsumeError::Store(e)
+    }
+}
+
+impl fmt::Display for ConsumeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConsumeError::Refused(e) => fmt::Display::fmt(e, f),
+            ConsumeError::Store(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl core::error::Error for ConsumeError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            ConsumeError::Refused(e) => Some(e),
+            ConsumeError::Store(e) => Some(e),
+        }
+    }
+}
 
 /// An argument out of range: the caller's mistake, not the token's. The
 /// message says which argument and what is allowed; it never repeats the value.
@@ -411,6 +503,8 @@ impl core::error::Error for KeyringError {}
 pub enum Error {
     /// A token was refused.
     Refused(Refusal),
+    /// The spent-token store could not record a single-use token.
+    Store(StoreError),
     /// An argument was out of range.
     InvalidArgument(InvalidArgument),
     /// Minting failed for a reason other than an argument or randomness.
@@ -426,6 +520,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Refused(e) => e.reason(),
+            Error::Store(e) => e.reason(),
             Error::InvalidArgument(e) => e.reason(),
             Error::Mint(e) => e.reason(),
             Error::InvalidKeyring(e) => e.reason(),
@@ -438,6 +533,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Refused(e) => fmt::Display::fmt(e, f),
+            Error::Store(e) => fmt::Display::fmt(e, f),
             Error::InvalidArgument(e) => fmt::Display::fmt(e, f),
             Error::Mint(e) => fmt::Display::fmt(e, f),
             Error::InvalidKeyring(e) => write!(f, "invalid keyring: {e}"),
@@ -450,6 +546,7 @@ impl core::error::Error for Error {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Error::Refused(e) => Some(e),
+            Error::Store(e) => Some(e),
             Error::InvalidArgument(e) => Some(e),
             Error::Mint(e) => Some(e),
             Error::InvalidKeyring(e) => Some(e),
@@ -461,6 +558,21 @@ impl core::error::Error for Error {
 impl From<Refusal> for Error {
     fn from(e: Refusal) -> Self {
         Error::Refused(e)
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Error::Store(e)
+    }
+}
+
+impl From<ConsumeError> for Error {
+    fn from(e: ConsumeError) -> Self {
+        match e {
+            ConsumeError::Refused(e) => Error::Refused(e),
+            ConsumeError::Store(e) => Error::Store(e),
+        }
     }
 }
 
@@ -535,8 +647,6 @@ mod tests {
             },
             Refusal::StateDecoding("x".into()),
             Refusal::Replayed,
-            Refusal::ReplayStoreFull,
-            Refusal::ReplayStoreUnavailable,
         ];
         let reasons: alloc::vec::Vec<_> = samples.iter().map(Refusal::reason).collect();
         assert_eq!(reasons, Refusal::REASONS);
@@ -552,5 +662,23 @@ mod tests {
         assert_eq!(e.reason(), "state_encoding");
         let e: Error = Refusal::AuthenticationFailed.into();
         assert_eq!(e.reason(), "authentication_failed");
+        let e: Error = ConsumeError::Store(StoreError::Unavailable).into();
+        assert_eq!(e, Error::Store(StoreError::Unavailable));
+        assert_eq!(e.reason(), "replay_store_unavailable");
+    }
+
+    #[test]
+    fn a_store_failure_is_not_a_refusal() {
+        for (store, reason) in [StoreError::Full, StoreError::Unavailable]
+            .into_iter()
+            .zip(StoreError::REASONS)
+        {
+            let e = ConsumeError::from(store);
+            assert_eq!(e.reason(), reason);
+            assert_eq!(e.refusal(), None, "{store:?} is the server's failure");
+            assert!(!Refusal::REASONS.contains(&reason));
+        }
+        let replayed = ConsumeError::from(Refusal::Replayed);
+        assert_eq!(replayed.refusal(), Some(&Refusal::Replayed));
     }
 }

@@ -21,8 +21,10 @@
 //! - [`call_context`]: the canonical context of one call.
 //! - [`json`]: the strict JSON reader (RFC 8259) behind the call context,
 //!   shared with the command lines and the sidecar.
-//! - Errors by kind: [`Refusal`] (the token is refused), [`InvalidArgument`]
-//!   (the caller's mistake), [`MintError`], [`KeyringError`]; [`Error`] holds any.
+//! - Errors by kind: [`Refusal`] (the token is refused), [`StoreError`] (a
+//!   single-use token could not be recorded: the server's failure, not the
+//!   token's; [`ConsumeError`] is either), [`InvalidArgument`] (the caller's
+//!   mistake), [`MintError`], [`KeyringError`]; [`Error`] holds any.
 //! - [`UntrustedToken`]: what can be read of a token before it is verified.
 //!
 //! The byte format is specified in `docs/FORMAT.md`; the design reasons are in
@@ -45,7 +47,12 @@
 //!     secret = "x3l2h7UqKk0Jq8f1c2V9m4Z6p0R5s8T1u4W7y0B3d6E="
 //! "#)?;
 //! let codec = Codec::new(keyring);
-//! let context = reqstate::call_context("user-42", "counter-server", "tools/call", r#"{"current":10}"#)?;
+//! let context = reqstate::call_context(&reqstate::Call {
+//!     principal: "user-42",
+//!     audience: "counter-server",
+//!     method: "tools/call",
+//!     arguments: reqstate::Arguments::Json(r#"{"current":10}"#),
+//! })?;
 //! let binding = Binding::new("increase-counter", &context)?;
 //!
 //! let state = Counter { current: 10, amount: 5 };
@@ -129,7 +136,7 @@ pub use clock::FixedClock;
 pub use clock::SystemClock;
 pub use codec::Codec;
 pub use context::{
-    CALL_CONTEXT_LEN, CallContext, MAX_ARGUMENTS_DEPTH, call_context, call_context_from_value,
+    Arguments, CALL_CONTEXT_LEN, Call, CallContext, MAX_ARGUMENTS_DEPTH, call_context,
     canonical_json,
 };
 /// **Test-only, not a stable API** (feature `test-util`): the crypto layer's
@@ -137,7 +144,10 @@ pub use context::{
 #[cfg(feature = "test-util")]
 pub use crypto::primitives as test_crypto;
 pub use datetime::rfc3339_utc;
-pub use error::{Error, InvalidArgument, KeyringError, MintError, RandomnessUnavailable, Refusal};
+pub use error::{
+    ConsumeError, Error, InvalidArgument, KeyringError, MintError, RandomnessUnavailable, Refusal,
+    StoreError,
+};
 pub use keyring::{Key, KeySpec, Keyring, Secret};
 pub use keyring_toml::{SecretRef, SecretSource};
 pub use outcome::{Minted, Sealed, Unsealed, Verified};
@@ -147,7 +157,7 @@ pub use random::SecureRandom;
 pub use random::{BufferedRandom, OsRandom};
 #[cfg(feature = "std")]
 pub use single_use::MemoryReplayStore;
-pub use single_use::{Redemption, ReplayStore, SpentId, StoreError, shared_record_lifetime};
+pub use single_use::{Redemption, ReplayStore, SpentId, shared_record_lifetime};
 pub use token::UntrustedToken;
 pub use types::{
     Algorithm, KeyId, KeyStatus, MAX_CONTEXT_LEN, MAX_SECRET_LEN, MAX_STATE_DEPTH, MAX_STEP_LEN,

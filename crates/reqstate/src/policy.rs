@@ -48,7 +48,13 @@ impl Policy {
 
     /// Sets the clock leeway, at most 10 minutes. A token is accepted while
     /// `issued_at <= now + leeway` and `now < expires_at + leeway`.
+    /// Whole seconds only: a fraction is refused, not rounded.
     pub fn with_clock_leeway(mut self, leeway: Duration) -> Result<Self, InvalidArgument> {
+        if leeway.subsec_nanos() != 0 {
+            return Err(InvalidArgument(
+                "clock leeway must be a whole number of seconds",
+            ));
+        }
         let secs = leeway.as_secs();
         if secs > Self::MAX_CLOCK_LEEWAY {
             return Err(InvalidArgument("clock leeway must be at most 600 seconds"));
@@ -57,8 +63,14 @@ impl Policy {
         Ok(self)
     }
 
-    /// Sets the longest lifetime minted or accepted (1 s..=30 days).
+    /// Sets the longest lifetime minted or accepted (1 s..=30 days), in
+    /// whole seconds: a fraction is refused, not rounded.
     pub fn with_max_lifetime(mut self, lifetime: Duration) -> Result<Self, InvalidArgument> {
+        if lifetime.subsec_nanos() != 0 {
+            return Err(InvalidArgument(
+                "max lifetime must be a whole number of seconds",
+            ));
+        }
         let secs = lifetime.as_secs();
         if !(1..=Self::MAX_MAX_LIFETIME).contains(&secs) {
             return Err(InvalidArgument(

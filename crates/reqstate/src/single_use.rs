@@ -12,7 +12,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::error::Refusal;
+use crate::error::{ConsumeError, Refusal, StoreError};
 use crate::outcome::Verified;
 use crate::policy::Policy;
 use crate::types::{KeyId, TOKEN_ID_LEN};
@@ -83,25 +83,6 @@ impl SpentId {
 impl fmt::Debug for SpentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "SpentId({})", self.record_name())
-    }
-}
-
-/// Why a store did not record a spent token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreError {
-    /// The store is at its capacity and every record in it is still live:
-    /// it refuses rather than forget one (which would re-open replay).
-    Full,
-    /// The store could not be reached, or did not answer in time.
-    Unavailable,
-}
-
-impl From<StoreError> for Refusal {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Full => Refusal::ReplayStoreFull,
-            StoreError::Unavailable => Refusal::ReplayStoreUnavailable,
-        }
     }
 }
 
@@ -195,8 +176,10 @@ impl<T> Redemption<T> {
     }
 
     /// Records the token spent in `store` and, if this was the first
-    /// time, gives its contents.
-    pub fn redeem(self, store: &dyn ReplayStore) -> Result<Verified<T>, Refusal> {
+    /// time, gives its contents. A token already recorded is
+    /// [`Refusal::Replayed`]; a store that could not record it is
+    /// [`ConsumeError::Store`] (not accepted, not refused: retry later).
+    pub fn redeem(self, store: &dyn ReplayStore) -> Result<Verified<T>, ConsumeError> {
         let recorded = store.insert_if_absent(&self.spent, self.until, self.now);
         self.finish(recorded)
     }
@@ -205,11 +188,11 @@ impl<T> Redemption<T> {
     /// asynchronous store): `recorded` is what
     /// [`ReplayStore::insert_if_absent`] would have returned for
     /// [`Redemption::spent_id`] and [`Redemption::record_until`].
-    pub fn finish(self, recorded: Result<bool, StoreError>) -> Result<Verified<T>, Refusal> {
+    pub fn finish(self, recorded: Result<bool, StoreError>) -> Result<Verified<T>, ConsumeError> {
         match recorded {
             Ok(true) => Ok(self.verified),
-            Ok(false) => Err(Refusal::Replayed),
-            Err(e) => Err(e.into()),
+            Ok(false) => Err(ConsumeError::Refused(Refusal::Replayed)),
+            Err(e) => Err(ConsumeError::Store(e)),
         }
     }
 }

@@ -1,4 +1,4 @@
-// The seed's stateless `increase-counter` Worker (three rounds: amount,
+// The stateless `increase-counter` Worker (three rounds: amount,
 // confirm, result) on the MCP TypeScript SDK v2 Web-standard transport, with
 // requestState minted and verified in-process by @reqstate/codec.
 //

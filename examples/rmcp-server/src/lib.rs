@@ -144,9 +144,13 @@ impl CounterServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         // Bind every token to this caller, this server, this method and these exact arguments.
-        let context =
-            reqstate::call_context_from_value(principal, &self.audience, METHOD, &arguments)
-                .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
+        let context = reqstate::call_context(&reqstate::Call {
+            principal,
+            audience: &self.audience,
+            method: METHOD,
+            arguments: reqstate::Arguments::Value(&arguments),
+        })
+        .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
 
         let Some(token) = request.request_state.as_deref() else {
             // Round 1: ask for the amount, carrying the current value.

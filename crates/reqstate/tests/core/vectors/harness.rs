@@ -1,0 +1,365 @@
+//! How a vector is run against the core: codecs at the vector's clock
+//! under its keys (minting ones drawing from a scripted random source), a
+//! spent-token store over FORMAT.md §5.1's record names, and each
+//! operation of the file (verify, consume, unseal, mint, seal) with where
+//! it failed.
+
+use std::time::Duration;
+
+use reqstate::{
+    Aad, Algorithm, Binding, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
+    MAX_CONTEXT_LEN, MAX_TOOL_LEN, Policy, RandomnessUnavailable, ReplayStore, Secret,
+    SecureRandom, SpentId, StoreError,
+};
+
+use crate::schema::{InvalidVector, MintInvalidVector, VectorFile, VectorKey, VectorPolicy};
+
+/// A scripted "random" source: hands out its bytes in order, one draw after
+/// the other, and fails a draw it has not enough bytes left for. Only for
+/// reproducing vectors: a single-use mint draws its 16-byte token id, then
+/// (XChaCha20-Poly1305) the 24 bytes that hedge the nonce (FORMAT.md §4.2,
+/// §8's mint list), so its script is `token_id ‖ random`.
+pub(super) struct Scripted(std::sync::Mutex<Vec<u8>>);
+
+impl Scripted {
+    pub(super) fn new(bytes: &[u8]) -> Self {
+        Scripted(std::sync::Mutex::new(bytes.to_vec()))
+    }
+}
+
+impl SecureRandom for Scripted {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
+        let mut left = self.0.lock().map_err(|_| RandomnessUnavailable)?;
+        if dest.len() > left.len() {
+            return Err(RandomnessUnavailable);
+        }
+        dest.copy_from_slice(&left[..dest.len()]);
+        left.drain(..dest.len());
+        Ok(())
+    }
+}
+
+/// A spent-token store over record names (FORMAT.md §5.1), as the vectors
+/// model it: `spent` names are live records; what a consume records is kept
+/// with its `until`.
+#[derive(Default)]
+pub(super) struct NamedStore(std::sync::Mutex<std::collections::BTreeMap<String, u64>>);
+
+impl NamedStore {
+    pub(super) fn holding(names: &[String]) -> Self {
+        NamedStore(std::sync::Mutex::new(
+            names.iter().map(|n| (n.clone(), u64::MAX)).collect(),
+        ))
+    }
+
+    pub(super) fn records(&self) -> std::collections::BTreeMap<String, u64> {
+        self.0.lock().expect("store lock").clone()
+    }
+}
+
+impl ReplayStore for NamedStore {
+    fn insert_if_absent(&self, id: &SpentId, until: u64, now: u64) -> Result<bool, StoreError> {
+        let mut records = self.0.lock().map_err(|_| StoreError::Unavailable)?;
+        let name = id.record_name();
+        match records.get(&name) {
+            Some(&live_until) if live_until > now => Ok(false),
+            _ => {
+                records.insert(name, until);
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// The key spec of a vector key, under `status`.
+pub(super) fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
+    KeySpec::new(
+        KeyId::new(k.id),
+        Algorithm::from_name(&k.algorithm).expect("known algorithm"),
+        status,
+        Secret::from_base64(&k.secret).expect("base64 secret"),
+    )
+}
+
+/// The binding of a vector that is known to be in range.
+pub(super) fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+    Binding::with_context_bytes(tool, context).expect("binding")
+}
+
+/// Associated data of a vector that is known to be in range.
+pub(super) fn aad(bytes: &[u8]) -> Aad<'_> {
+    Aad::new(bytes).expect("aad")
+}
+
+/// The keyring every vector is verified under, statuses as in the file.
+pub(super) fn verification_keyring(keys: &[VectorKey]) -> Keyring {
+    Keyring::new(
+        keys.iter()
+            .map(|k| spec_of(k, KeyStatus::from_name(&k.status).expect("known status"))),
+    )
+    .expect("vector keyring is valid")
+}
+
+/// A codec that mints under key `id` (as the only, primary key) with the
+/// given clock and nonce.
+pub(super) fn minting_codec(
+    keys: &[VectorKey],
+    id: u32,
+    now: u64,
+    nonce: &[u8],
+    policy: Policy,
+) -> Codec {
+    let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
+    let keyring = Keyring::new([spec_of(k, KeyStatus::Primary)]).expect("one-key keyring");
+    Codec::with_parts(keyring, policy, FixedClock(now), Scripted::new(nonce))
+}
+
+/// A vector's policy, or the default one.
+pub(super) fn policy_of(p: Option<VectorPolicy>) -> Policy {
+    match p {
+        None => Policy::new(),
+        Some(p) => Policy::new()
+            .with_max_token_len(p.max_token_len)
+            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
+            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)))
+            .expect("vector policy is within bounds"),
+    }
+}
+
+/// A codec that verifies under the file's keyring at `now`, default policy.
+pub(super) fn verifying_codec(keys: &[VectorKey], now: u64) -> Codec {
+    verifying_codec_with(keys, now, None)
+}
+
+/// A codec that verifies under the file's keyring at `now`, under a
+/// vector's policy (or the default one).
+pub(super) fn verifying_codec_with(
+    keys: &[VectorKey],
+    now: u64,
+    policy: Option<VectorPolicy>,
+) -> Codec {
+    Codec::with_parts(
+        verification_keyring(keys),
+        policy_of(policy),
+        FixedClock(now),
+        Scripted::new(&[]),
+    )
+}
+
+/// Where a vector's operation failed, and the error.
+///
+/// The caller's arguments are checked where they are built (FORMAT.md §8
+/// step 0, "mint refusal 1"): the tool and context by [`Binding`], the
+/// associated data by [`Aad`], the step and ttl by `mint`.
+#[derive(Debug)]
+pub(super) struct Failure {
+    /// "binding", "aad", or the operation: "verify", "unseal", "mint", "seal".
+    pub(super) at: &'static str,
+    pub(super) error: Error,
+}
+
+impl Failure {
+    fn at(at: &'static str) -> impl FnOnce(Error) -> Failure {
+        move |error| Failure { at, error }
+    }
+
+    pub(super) fn reason(&self) -> &'static str {
+        self.error.reason()
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.reason(), self.at, self.error)
+    }
+}
+
+/// Verifies (or unseals) as a vector says: returns the claims' times and step,
+/// or the payload for unseal.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_verify(
+    file: &VectorFile,
+    operation: &str,
+    token: &str,
+    tool: &str,
+    context: &str,
+    expected_step: Option<&str>,
+    now: u64,
+    policy: Option<VectorPolicy>,
+    decode_as: Option<&str>,
+) -> Result<(u64, u64, String, Vec<u8>), Failure> {
+    let codec = verifying_codec_with(&file.keys, now, policy);
+    let context = hex::decode(context).expect("hex");
+    fn go<T: serde::de::DeserializeOwned>(
+        codec: &Codec,
+        token: &str,
+        tool: &str,
+        step: Option<&str>,
+        context: &[u8],
+    ) -> Result<(u64, u64, String, Vec<u8>), Failure> {
+        let binding = Binding::with_context_bytes(tool, context)
+            .map_err(|e| Failure::at("binding")(e.into()))?;
+        let expected = match step {
+            Some(step) => binding.step(step),
+            None => binding.any_step(),
+        };
+        let v = codec
+            .verify::<T>(token, expected)
+            .map_err(|e| Failure::at("verify")(e.into()))?;
+        Ok((v.issued_at, v.expires_at, v.step, Vec::new()))
+    }
+    match (operation, decode_as) {
+        ("unseal", _) => {
+            let aad = Aad::new(&context).map_err(|e| Failure::at("aad")(e.into()))?;
+            codec
+                .unseal(token, aad)
+                .map(|u| (0, 0, String::new(), u.payload))
+                .map_err(|e| Failure::at("unseal")(e.into()))
+        }
+        // Not decoded: any well-formed state passes step 14.
+        ("verify", None) => {
+            go::<serde::de::IgnoredAny>(&codec, token, tool, expected_step, &context)
+        }
+        ("verify", Some("uint")) => go::<u64>(&codec, token, tool, expected_step, &context),
+        (other, d) => panic!("unknown operation {other} or decode_as {d:?}"),
+    }
+}
+
+/// What a consume gave: (issued_at, expires_at, step, state CBOR, key id),
+/// and the store's records after the call.
+pub(super) type Consumed = (u64, u64, String, Vec<u8>, u32);
+
+/// Consumes as a vector says, with a store holding `spent`: the outcome and
+/// the records afterwards.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_consume(
+    file: &VectorFile,
+    token: &str,
+    tool: &str,
+    context: &str,
+    expected_step: Option<&str>,
+    now: u64,
+    policy: Option<VectorPolicy>,
+    spent: &[String],
+) -> (
+    Result<Consumed, Failure>,
+    std::collections::BTreeMap<String, u64>,
+) {
+    let codec = verifying_codec_with(&file.keys, now, policy);
+    let context = hex::decode(context).expect("hex");
+    let store = NamedStore::holding(spent);
+    let result = (|| {
+        let binding = Binding::with_context_bytes(tool, &context)
+            .map_err(|e| Failure::at("binding")(e.into()))?;
+        let expected = match expected_step {
+            Some(step) => binding.step(step),
+            None => binding.any_step(),
+        };
+        // The state's exact bytes: the raw half, then the store (what
+        // `Codec::consume` does, without decoding the state).
+        let v = codec
+            .verify_single_use_raw(token, expected)
+            .map_err(reqstate::ConsumeError::from)
+            .and_then(|redemption| redemption.redeem(&store))
+            .map_err(|e| Failure::at("consume")(reqstate::Error::from(e)))?;
+        Ok((v.issued_at, v.expires_at, v.step, v.state, v.key_id.get()))
+    })();
+    (result, store.records())
+}
+
+/// Runs an `invalid` vector's operation as it says; a refused consume must
+/// leave the store as it was.
+pub(super) fn run_invalid(file: &VectorFile, v: &InvalidVector) -> Result<(), Failure> {
+    if v.operation == "consume" {
+        assert!(
+            v.decode_as.is_none(),
+            "{}: consume decodes the state",
+            v.name
+        );
+        let (result, records) = run_consume(
+            file,
+            &v.token,
+            &v.tool,
+            &v.context,
+            v.expected_step.as_deref(),
+            v.now,
+            v.policy,
+            &v.spent,
+        );
+        // A refused consume records nothing (FORMAT.md §8 step 15).
+        let before: std::collections::BTreeMap<String, u64> =
+            v.spent.iter().map(|n| (n.clone(), u64::MAX)).collect();
+        if result.is_err() {
+            assert_eq!(
+                records, before,
+                "{}: a refused consume changed the store",
+                v.name
+            );
+        }
+        return result.map(drop);
+    }
+    assert!(v.spent.is_empty(), "{}: `spent` without consume", v.name);
+    run_verify(
+        file,
+        &v.operation,
+        &v.token,
+        &v.tool,
+        &v.context,
+        v.expected_step.as_deref(),
+        v.now,
+        v.policy,
+        v.decode_as.as_deref(),
+    )
+    .map(drop)
+}
+
+/// Mints (or seals) as a `mint_invalid` vector says.
+pub(super) fn run_mint(file: &VectorFile, v: &MintInvalidVector) -> Result<String, Failure> {
+    let random = hex::decode(&v.random).expect("hex");
+    let codec = minting_codec(&file.keys, v.key_id, v.now, &random, policy_of(v.policy));
+    let context = hex::decode(&v.context).expect("hex");
+    match v.operation.as_str() {
+        "mint" => {
+            let state: ciborium::Value =
+                ciborium::from_reader(&hex::decode(&v.state_cbor).expect("hex")[..]).expect("cbor");
+            let binding = Binding::with_context_bytes(&v.tool, &context)
+                .map_err(|e| Failure::at("binding")(e.into()))?;
+            let ttl = Duration::from_secs(v.ttl);
+            if v.single_use {
+                codec.mint_single_use(binding, &v.step, &state, ttl)
+            } else {
+                codec.mint(binding, &v.step, &state, ttl)
+            }
+            .map(|m| m.token)
+            .map_err(|e| Failure::at("mint")(e.into()))
+        }
+        "seal" => {
+            let aad = Aad::new(&context).map_err(|e| Failure::at("aad")(e.into()))?;
+            codec
+                .seal(&hex::decode(&v.payload).expect("hex"), aad)
+                .map(|s| s.token)
+                .map_err(|e| Failure::at("seal")(e.into()))
+        }
+        other => panic!("unknown operation {other}"),
+    }
+}
+
+/// Where an argument check belongs, from the arguments themselves: a tool or
+/// context out of range fails when the [`Binding`] is built, associated data
+/// out of range when the [`Aad`] is; nothing else is checked there.
+pub(super) fn argument_stage(
+    operation: &str,
+    tool: &str,
+    context_hex: &str,
+) -> Option<&'static str> {
+    let context_len = context_hex.len() / 2;
+    match operation {
+        "verify" | "consume" | "mint"
+            if tool.is_empty() || tool.len() > MAX_TOOL_LEN || context_len > MAX_CONTEXT_LEN =>
+        {
+            Some("binding")
+        }
+        "unseal" | "seal" if context_len > MAX_CONTEXT_LEN => Some("aad"),
+        _ => None,
+    }
+}
