@@ -139,6 +139,20 @@ async fn exercise_every_rpc(client: &mut RequestStateClient<Channel>) -> TestRes
             .map(|v| v.to_str().unwrap_or_default()),
         Some("invalid_argument")
     );
+    // The one strict JSON reader (reqstate::json): a repeated key and an
+    // integer no CBOR integer holds are refused, not minted.
+    for (json, says) in [
+        (r#"{"a":1,"a":2}"#, "duplicate object key"),
+        ("18446744073709551616", "integer"),
+    ] {
+        let refused = client
+            .mint(with_bearer(mint_json("counter", "s", json), TOKEN)?)
+            .await
+            .err()
+            .ok_or_else(|| format!("a mint of {json} succeeded"))?;
+        assert_eq!(refused.code(), Code::InvalidArgument, "{json}");
+        assert!(refused.message().contains(says), "{json}: {refused:?}");
+    }
 
     // Batches: each item on its own, in order.
     let batch = client
