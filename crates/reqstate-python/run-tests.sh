@@ -3,7 +3,7 @@
 # virtualenv and tests it.
 #
 #   bash crates/reqstate-python/run-tests.sh                 # install, mypy --strict, pytest
-#   bash crates/reqstate-python/run-tests.sh --install-only  # install only (for tests/conformance/main.rs)
+#   bash crates/reqstate-python/run-tests.sh --install-only  # install only (for tests/conformance/)
 #   bash crates/reqstate-python/run-tests.sh [pytest args...]
 #
 # Creates crates/reqstate-python/.venv when absent, installs the pinned
@@ -21,7 +21,7 @@
 # (clients/typescript/dist/cli.js, from clients/typescript/build.sh) and
 # redis-server >= 7.0 ($REDIS_SERVER, default the one on PATH: they start
 # their own); they fail, never skip, when one is missing. The interpreter with the package is
-# .venv/bin/python: tests/conformance/main.rs runs `python -m reqstate` with it
+# .venv/bin/python: tests/conformance/ runs `python -m reqstate` with it
 # (or with $REQSTATE_PYTHON).
 set -euo pipefail
 

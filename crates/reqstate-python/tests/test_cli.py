@@ -1,6 +1,6 @@
 """`python -m reqstate mint|verify` (docs/CLI.md). The full contract, every
 ordered pair with the Rust and TypeScript command lines, is
-tests/conformance/main.rs; these check the Python one alone, in a subprocess."""
+tests/conformance/; these check the Python one alone, in a subprocess."""
 
 from __future__ import annotations
 

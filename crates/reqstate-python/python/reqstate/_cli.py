@@ -4,7 +4,7 @@ implementation shares (docs/CLI.md), on the in-process core.
 The flags, the JSON printed and the exit codes are the contract's; the JSON
 to CBOR mapping of `--state-json` and the `state` printed by `verify` are the
 Rust binary's own code (compiled into the native module), so the three
-implementations agree byte for byte (tests/conformance/main.rs checks it).
+implementations agree byte for byte (tests/conformance/ checks it).
 """
 
 from __future__ import annotations

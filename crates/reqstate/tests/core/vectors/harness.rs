@@ -7,37 +7,20 @@
 use std::time::Duration;
 
 use reqstate::{
-    Aad, Algorithm, Binding, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
-    MAX_CONTEXT_LEN, MAX_TOOL_LEN, Policy, RandomnessUnavailable, ReplayStore, Secret,
-    SecureRandom, SpentId, StoreError,
+    Aad, Binding, Codec, Error, FixedClock, KeyStatus, Keyring, MAX_CONTEXT_LEN, MAX_TOOL_LEN,
+    ReplayStore, SpentId, StoreError,
 };
 
 use crate::schema::{InvalidVector, MintInvalidVector, VectorFile, VectorKey, VectorPolicy};
 
-/// A scripted "random" source: hands out its bytes in order, one draw after
-/// the other, and fails a draw it has not enough bytes left for. Only for
-/// reproducing vectors: a single-use mint draws its 16-byte token id, then
-/// (XChaCha20-Poly1305) the 24 bytes that hedge the nonce (FORMAT.md §4.2,
-/// §8's mint list), so its script is `token_id ‖ random`.
-pub(super) struct Scripted(std::sync::Mutex<Vec<u8>>);
-
-impl Scripted {
-    pub(super) fn new(bytes: &[u8]) -> Self {
-        Scripted(std::sync::Mutex::new(bytes.to_vec()))
-    }
-}
-
-impl SecureRandom for Scripted {
-    fn fill(&self, dest: &mut [u8]) -> Result<(), RandomnessUnavailable> {
-        let mut left = self.0.lock().map_err(|_| RandomnessUnavailable)?;
-        if dest.len() > left.len() {
-            return Err(RandomnessUnavailable);
-        }
-        dest.copy_from_slice(&left[..dest.len()]);
-        left.drain(..dest.len());
-        Ok(())
-    }
-}
+/// The generator's own codecs (the scripted random source, key specs,
+/// bindings, minting codecs, policies), so that what mints a vector here and
+/// what minted it there cannot drift apart. The generator's other helpers
+/// are not needed by the checks.
+#[allow(dead_code)]
+#[path = "../../../../../tests/vectors/generate/src/v1/codec.rs"]
+mod codec;
+pub(super) use codec::{Scripted, aad, bind, minting_codec, policy_of, spec_of};
 
 /// A spent-token store over record names (FORMAT.md §5.1), as the vectors
 /// model it: `spent` names are live records; what a consume records is kept
@@ -71,26 +54,6 @@ impl ReplayStore for NamedStore {
     }
 }
 
-/// The key spec of a vector key, under `status`.
-pub(super) fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
-    KeySpec::new(
-        KeyId::new(k.id),
-        Algorithm::from_name(&k.algorithm).expect("known algorithm"),
-        status,
-        Secret::from_base64(&k.secret).expect("base64 secret"),
-    )
-}
-
-/// The binding of a vector that is known to be in range.
-pub(super) fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
-    Binding::with_context_bytes(tool, context).expect("binding")
-}
-
-/// Associated data of a vector that is known to be in range.
-pub(super) fn aad(bytes: &[u8]) -> Aad<'_> {
-    Aad::new(bytes).expect("aad")
-}
-
 /// The keyring every vector is verified under, statuses as in the file.
 pub(super) fn verification_keyring(keys: &[VectorKey]) -> Keyring {
     Keyring::new(
@@ -98,32 +61,6 @@ pub(super) fn verification_keyring(keys: &[VectorKey]) -> Keyring {
             .map(|k| spec_of(k, KeyStatus::from_name(&k.status).expect("known status"))),
     )
     .expect("vector keyring is valid")
-}
-
-/// A codec that mints under key `id` (as the only, primary key) with the
-/// given clock and nonce.
-pub(super) fn minting_codec(
-    keys: &[VectorKey],
-    id: u32,
-    now: u64,
-    nonce: &[u8],
-    policy: Policy,
-) -> Codec {
-    let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
-    let keyring = Keyring::new([spec_of(k, KeyStatus::Primary)]).expect("one-key keyring");
-    Codec::with_parts(keyring, policy, FixedClock(now), Scripted::new(nonce))
-}
-
-/// A vector's policy, or the default one.
-pub(super) fn policy_of(p: Option<VectorPolicy>) -> Policy {
-    match p {
-        None => Policy::new(),
-        Some(p) => Policy::new()
-            .with_max_token_len(p.max_token_len)
-            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
-            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)))
-            .expect("vector policy is within bounds"),
-    }
 }
 
 /// A codec that verifies under the file's keyring at `now`, default policy.

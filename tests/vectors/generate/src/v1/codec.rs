@@ -15,10 +15,10 @@ use crate::schema::{VectorKey, VectorPolicy};
 /// reproducing vectors: a single-use mint draws its 16-byte token id, then
 /// (XChaCha20-Poly1305) the 24 bytes that hedge the nonce (FORMAT.md §4.2,
 /// §8's mint list), so its script is `token_id ‖ random`.
-pub(super) struct Scripted(std::sync::Mutex<Vec<u8>>);
+pub(crate) struct Scripted(std::sync::Mutex<Vec<u8>>);
 
 impl Scripted {
-    pub(super) fn new(bytes: &[u8]) -> Self {
+    pub(crate) fn new(bytes: &[u8]) -> Self {
         Scripted(std::sync::Mutex::new(bytes.to_vec()))
     }
 }
@@ -37,18 +37,18 @@ impl SecureRandom for Scripted {
 
 /// The FORMAT.md §5.1 record name (without a deployment prefix) of a
 /// single-use token, written here from the spec rather than by the crate.
-pub(super) fn record_name(key_id: u32, token_id: &[u8]) -> String {
+pub(crate) fn record_name(key_id: u32, token_id: &[u8]) -> String {
     format!("spent:v1:{key_id}:{}", hex::encode(token_id))
 }
 
 /// Standard base64 with padding (the keyring's secrets).
-pub(super) fn base64_standard(bytes: &[u8]) -> String {
+pub(crate) fn base64_standard(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The key spec of a vector key, under `status`.
-pub(super) fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
+pub(crate) fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
     KeySpec::new(
         KeyId::new(k.id),
         Algorithm::from_name(&k.algorithm).expect("known algorithm"),
@@ -58,18 +58,18 @@ pub(super) fn spec_of(k: &VectorKey, status: KeyStatus) -> KeySpec {
 }
 
 /// The binding of a vector that is known to be in range.
-pub(super) fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
+pub(crate) fn bind<'a>(tool: &'a str, context: &'a [u8]) -> Binding<'a> {
     Binding::with_context_bytes(tool, context).expect("binding")
 }
 
 /// Associated data of a vector that is known to be in range.
-pub(super) fn aad(bytes: &[u8]) -> Aad<'_> {
+pub(crate) fn aad(bytes: &[u8]) -> Aad<'_> {
     Aad::new(bytes).expect("aad")
 }
 
 /// A codec that mints under key `id` (as the only, primary key) with the
 /// given clock and nonce.
-pub(super) fn minting_codec(
+pub(crate) fn minting_codec(
     keys: &[VectorKey],
     id: u32,
     now: u64,
@@ -82,7 +82,7 @@ pub(super) fn minting_codec(
 }
 
 /// A vector's policy, or the default one.
-pub(super) fn policy_of(p: Option<VectorPolicy>) -> Policy {
+pub(crate) fn policy_of(p: Option<VectorPolicy>) -> Policy {
     match p {
         None => Policy::new(),
         Some(p) => Policy::new()
@@ -94,7 +94,7 @@ pub(super) fn policy_of(p: Option<VectorPolicy>) -> Policy {
 }
 
 /// The default policy, as the file's `policy` writes it.
-pub(super) fn default_vector_policy() -> VectorPolicy {
+pub(crate) fn default_vector_policy() -> VectorPolicy {
     VectorPolicy {
         max_token_len: Policy::DEFAULT_MAX_TOKEN_LEN,
         clock_leeway: Policy::DEFAULT_CLOCK_LEEWAY,
@@ -103,7 +103,7 @@ pub(super) fn default_vector_policy() -> VectorPolicy {
 }
 
 /// The nonce in an XChaCha20-Poly1305 token (one-byte key id), hex; empty for HMAC.
-pub(super) fn nonce_in(token: &str) -> String {
+pub(crate) fn nonce_in(token: &str) -> String {
     use base64::Engine as _;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
@@ -117,7 +117,7 @@ pub(super) fn nonce_in(token: &str) -> String {
 
 /// The random bytes a mint under key `id` draws for the nonce (FORMAT.md
 /// §4.2's `r`): 24 bytes from `seed` under XChaCha20-Poly1305, none under HMAC.
-pub(super) fn random_for(keys: &[VectorKey], id: u32, seed: u8) -> Vec<u8> {
+pub(crate) fn random_for(keys: &[VectorKey], id: u32, seed: u8) -> Vec<u8> {
     let k = keys.iter().find(|k| k.id == id).expect("vector key exists");
     if k.algorithm == Algorithm::XChaCha20Poly1305.name() {
         (0..24u8)
