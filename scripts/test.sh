@@ -181,6 +181,10 @@ source scripts/lib/python-venv.sh
 ensure_venv "$PWD/.venv" tests/vectors/requirements.txt
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/verify_v1.py
 
+step "independent Python check of the state JSON mapping (tests/vectors/verify_state_json.py)"
+# Written from docs/CLI.md alone: maps every JSON text of state_json.json itself.
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/verify_state_json.py
+
 step "call context corpus against RFC 8785 (tests/vectors/test_call_context.py, the rfc8785 package)"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/vectors/test_call_context.py
 

@@ -5,9 +5,12 @@
 //! state. One copy, so the rules (number kinds, key order, depth, refusals)
 //! cannot drift between them; `tests/conformance` runs every
 //! implementation, the TypeScript one included, on one table. The sidecar
-//! reads its `state_json` with the same rules, keys kept in the order
-//! written ([`state_from_json_with`]). JSON text is read by the core's strict
-//! reader, [`reqstate::json`], the one the call context uses.
+//! reads its `state_json` with the same function, [`state_from_json`], and
+//! answers Verify with the same JSON form, [`state_to_json`]: one JSON text
+//! gives one state everywhere (docs/CLI.md, "JSON to CBOR: the one
+//! mapping"; pinned by `tests/vectors/state_json.json`). JSON text is read by
+//! the core's strict reader, [`reqstate::json`], the one the call context
+//! uses.
 
 #![forbid(unsafe_code)]
 
@@ -57,8 +60,11 @@ pub fn state_from_cbor(bytes: &[u8]) -> Result<ciborium::Value, String> {
             rest.len()
         ));
     }
+    // Re-encoded with every NaN as the one NaN, `f97e00` (docs/CLI.md): a
+    // NaN with a payload or its sign set (`f97e01`, `f9fe00`) would else
+    // survive the round trip.
     let mut again = Vec::with_capacity(bytes.len());
-    ciborium::into_writer(&value, &mut again).map_err(|e| e.to_string())?;
+    ciborium::into_writer(&one_nan(&value), &mut again).map_err(|e| e.to_string())?;
     if again != bytes {
         return Err(format!(
             "not in preferred serialization (docs/CLI.md): it would be embedded as {}",
@@ -66,6 +72,25 @@ pub fn state_from_cbor(bytes: &[u8]) -> Result<ciborium::Value, String> {
         ));
     }
     Ok(value)
+}
+
+/// `value` with every NaN replaced by the quiet, positive NaN without
+/// payload, which the encoder writes `f97e00`. Recursion is bounded by
+/// ciborium's decoding limit.
+fn one_nan(value: &ciborium::Value) -> ciborium::Value {
+    use ciborium::Value as C;
+    match value {
+        C::Float(f) if f.is_nan() => C::Float(f64::NAN),
+        C::Array(items) => C::Array(items.iter().map(one_nan).collect()),
+        C::Map(entries) => C::Map(
+            entries
+                .iter()
+                .map(|(k, v)| (one_nan(k), one_nan(v)))
+                .collect(),
+        ),
+        C::Tag(tag, inner) => C::Tag(*tag, Box::new(one_nan(inner))),
+        other => other.clone(),
+    }
 }
 
 /// The JSON form of a verified state (docs/CLI.md, "state"), or `None` when
@@ -101,18 +126,6 @@ pub fn state_to_json(value: &ciborium::Value) -> Option<serde_json::Value> {
         }
         _ => return None,
     })
-}
-
-/// How the object keys of a state read from JSON are ordered in its CBOR
-/// maps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyOrder {
-    /// Sorted by their UTF-8 bytes: the command line's `--state-json`
-    /// (docs/CLI.md), so that every implementation embeds the same bytes.
-    Utf8Bytes,
-    /// In the order written: the sidecar's `state_json`, which Verify gives
-    /// back in the order it was minted.
-    AsWritten,
 }
 
 /// Why JSON text has no state (docs/CLI.md, `--state-json`). Its `Display`
@@ -155,27 +168,19 @@ impl std::fmt::Display for StateJsonError {
 
 impl std::error::Error for StateJsonError {}
 
-/// `--state-json`: JSON text to the CBOR value minted (docs/CLI.md): numbers
-/// written with a fraction or an exponent are floats, others integers
-/// (which must lie in [-2^63, 2^64 - 1]); object keys are sorted by their
-/// UTF-8 bytes and may not repeat. The error is the command line's message;
-/// [`state_from_json_with`] has the same rules with a typed error.
-pub fn state_from_json(text: &str) -> Result<ciborium::Value, String> {
-    state_from_json_with(text, KeyOrder::Utf8Bytes).map_err(|e| e.to_string())
-}
-
-/// JSON text to the CBOR value of a state, by [`state_from_json`]'s rules
-/// with object keys in the given order; read by the core's strict reader,
-/// [`reqstate::json`]. A state nested deeper than [`MAX_STATE_DEPTH`]
-/// becomes [`too_deep_state`], for the core to refuse, once the whole text
-/// is known to be JSON with its numbers in range (repeated keys are not
-/// looked for in such a text); `[` repeated 100 000 times is not JSON.
-pub fn state_from_json_with(
-    text: &str,
-    order: KeyOrder,
-) -> Result<ciborium::Value, StateJsonError> {
+/// `--state-json` (and the sidecar's `state_json`): JSON text to the CBOR
+/// value minted, by the one mapping of docs/CLI.md: numbers written with a
+/// fraction or an exponent are floats, others integers (which must lie in
+/// [-2^63, 2^64 - 1]); object keys are sorted by their UTF-8 bytes and may
+/// not repeat. Read by the core's strict reader, [`reqstate::json`]. A
+/// state nested deeper than [`MAX_STATE_DEPTH`] becomes [`too_deep_state`],
+/// for the core to refuse (`state_encoding`), once the whole text is known
+/// to be JSON with its numbers in range (repeated keys are not looked for in
+/// such a text); `[` repeated 100 000 times is not JSON. The error's
+/// `Display` is the command line's message.
+pub fn state_from_json(text: &str) -> Result<ciborium::Value, StateJsonError> {
     match json::parse(text, MAX_STATE_DEPTH) {
-        Ok(value) => to_cbor(value, order),
+        Ok(value) => to_cbor(value),
         Err(e) if *e.kind() == ErrorKind::TooDeep => {
             // The reader has checked the grammar to the end; the numbers
             // beyond the depth limit were not built, so read them again.
@@ -190,31 +195,32 @@ pub fn state_from_json_with(
     }
 }
 
+/// The JSON form of a state as the command line prints it (docs/CLI.md,
+/// "state"), compact, object keys sorted: [`state_to_json`] as text, or
+/// `None` when the state has no JSON form. The sidecar's Verify answers
+/// with it too.
+pub fn state_to_json_text(value: &ciborium::Value) -> Option<String> {
+    state_to_json(value).map(|json| json.to_string())
+}
+
 /// A parsed state as CBOR. Recursion is bounded by [`MAX_STATE_DEPTH`], the
 /// parse's limit.
-fn to_cbor(value: Value<'_>, order: KeyOrder) -> Result<ciborium::Value, StateJsonError> {
+fn to_cbor(value: Value<'_>) -> Result<ciborium::Value, StateJsonError> {
     use ciborium::Value as C;
     Ok(match value {
         Value::Null => C::Null,
         Value::Bool(b) => C::Bool(b),
         Value::Number(n) => number(n)?,
         Value::String(s) => C::Text(s.into_owned()),
-        Value::Array(items) => C::Array(
-            items
-                .into_iter()
-                .map(|v| to_cbor(v, order))
-                .collect::<Result<_, _>>()?,
-        ),
+        Value::Array(items) => C::Array(items.into_iter().map(to_cbor).collect::<Result<_, _>>()?),
         Value::Object(members) => {
             let mut entries = members
                 .into_iter()
-                .map(|(k, v)| Ok((k.into_owned(), to_cbor(v, order)?)))
+                .map(|(k, v)| Ok((k.into_owned(), to_cbor(v)?)))
                 .collect::<Result<Vec<(String, C)>, StateJsonError>>()?;
-            if order == KeyOrder::Utf8Bytes {
-                // String's order is the order of the UTF-8 bytes; the keys
-                // are distinct (the reader refused repeats).
-                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            }
+            // String's order is the order of the UTF-8 bytes; the keys are
+            // distinct (the reader refused repeats).
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             C::Map(entries.into_iter().map(|(k, v)| (C::Text(k), v)).collect())
         }
     })
@@ -244,6 +250,11 @@ fn number(n: Number<'_>) -> Result<ciborium::Value, StateJsonError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The command line's form: the error as its message.
+    fn state_from_json(text: &str) -> Result<ciborium::Value, String> {
+        super::state_from_json(text).map_err(|e| e.to_string())
+    }
 
     fn state_from_cbor_hex(hex: &str) -> Result<ciborium::Value, String> {
         if !hex.len().is_multiple_of(2) || !hex.is_ascii() {
@@ -379,7 +390,7 @@ mod tests {
             );
         }
         assert_eq!(
-            state_from_json_with("1e400", KeyOrder::AsWritten),
+            super::state_from_json("1e400"),
             Err(StateJsonError::FloatOutOfRange(0))
         );
     }
@@ -396,7 +407,7 @@ mod tests {
             Err("not valid JSON: integer outside [-2^63, 2^64 - 1] at byte 40".into())
         );
         assert_eq!(
-            state_from_json_with(&deep("0, 1e400"), KeyOrder::Utf8Bytes),
+            super::state_from_json(&deep("0, 1e400")),
             Err(StateJsonError::FloatOutOfRange(43))
         );
         // Repeated keys are not looked for in such a text (docs/CLI.md).
@@ -411,7 +422,7 @@ mod tests {
     }
 
     #[test]
-    fn the_sidecars_order_keeps_keys_as_written() {
+    fn keys_are_sorted_at_every_depth_by_utf8_bytes() {
         let text = r#"{"current":10,"amount":5,"nested":{"z":1,"a":[{"y":0,"b":0}]}}"#;
         let key_order = |value: &ciborium::Value| -> Vec<String> {
             let mut keys = Vec::new();
@@ -430,23 +441,19 @@ mod tests {
             }
             keys
         };
-        let written = state_from_json_with(text, KeyOrder::AsWritten).expect("a state");
-        let sorted = state_from_json_with(text, KeyOrder::Utf8Bytes).expect("a state");
-        assert_eq!(
-            key_order(&written),
-            ["current", "amount", "nested", "z", "a", "y", "b"]
-        );
+        let sorted = super::state_from_json(text).expect("a state");
         assert_eq!(
             key_order(&sorted),
             ["amount", "current", "nested", "a", "z", "b", "y"]
         );
-        // The same rules otherwise: repeats refused, numbers by their form.
+        // A prefix sorts first; repeats are refused, compared unescaped.
+        assert_eq!(cbor_hex(r#"{"ab":1,"a":2}"#), "a261610262616201");
         assert!(matches!(
-            state_from_json_with(r#"{"a":1,"a":1}"#, KeyOrder::AsWritten),
+            super::state_from_json(r#"{"a":1,"\u0061":1}"#),
             Err(StateJsonError::Json(e)) if e.kind() == &ErrorKind::DuplicateKey("a".into())
         ));
         assert_eq!(
-            state_from_json_with("[1, 1.0]", KeyOrder::AsWritten),
+            super::state_from_json("[1, 1.0]"),
             Ok(ciborium::Value::Array(vec![
                 ciborium::Value::Integer(1.into()),
                 ciborium::Value::Float(1.0)
@@ -465,6 +472,18 @@ mod tests {
             "wide float"
         );
         assert!(state_from_cbor_hex("9f01ff").is_err(), "indefinite length");
+        // NaN only as f97e00.
+        assert!(state_from_cbor_hex("f97e00").is_ok());
+        assert!(state_from_cbor_hex("81f97e00").is_ok());
+        for nan in [
+            "f97e01",
+            "f9fe00",
+            "81f97e01",
+            "fa7fc00000",
+            "fb7ff8000000000000",
+        ] {
+            assert!(state_from_cbor_hex(nan).is_err(), "{nan}");
+        }
         assert!(state_from_cbor_hex("0000").is_err(), "two items");
         assert!(state_from_cbor_hex("").is_err());
         assert!(state_from_cbor_hex("0").is_err());
@@ -487,5 +506,92 @@ mod tests {
             (C::Text("a".into()), C::Null),
         ]);
         assert_eq!(state_to_json(&dup), None);
+    }
+
+    /// tests/vectors/state_json.json: every JSON case through
+    /// [`super::state_from_json`] and [`state_to_json_text`], every
+    /// `--state-cbor-hex` case through [`state_from_cbor_hex`].
+    #[test]
+    fn the_state_json_vectors() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/vectors/state_json.json"
+        );
+        let text = std::fs::read_to_string(path).expect("tests/vectors/state_json.json");
+        let file: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let field = |case: &serde_json::Value, name: &str| -> String {
+            case[name].as_str().unwrap_or_default().to_owned()
+        };
+        let depth = |value: &ciborium::Value| -> usize {
+            let mut deepest = 0;
+            let mut stack = vec![(value, 0)];
+            while let Some((v, d)) = stack.pop() {
+                // A container at level d + 1 (the state item is level 1).
+                if matches!(
+                    v,
+                    ciborium::Value::Array(_) | ciborium::Value::Map(_) | ciborium::Value::Tag(..)
+                ) {
+                    deepest = deepest.max(d + 1);
+                }
+                match v {
+                    ciborium::Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+                    ciborium::Value::Map(entries) => {
+                        for (k, v) in entries {
+                            stack.push((k, d + 1));
+                            stack.push((v, d + 1));
+                        }
+                    }
+                    ciborium::Value::Tag(_, inner) => stack.push((inner, d + 1)),
+                    _ => {}
+                }
+            }
+            deepest
+        };
+        let cases = file["json_cases"].as_array().expect("json_cases");
+        assert!(cases.len() > 100, "{} json cases", cases.len());
+        for case in cases {
+            let (name, json) = (field(case, "name"), field(case, "json"));
+            let got = super::state_from_json(&json);
+            match field(case, "outcome").as_str() {
+                "ok" => {
+                    let value = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                    assert_ne!(value, too_deep_state(), "{name}");
+                    let mut out = Vec::new();
+                    ciborium::into_writer(&value, &mut out).expect("encodes");
+                    assert_eq!(encode_hex(&out), field(case, "cbor_hex"), "{name}");
+                    assert_eq!(
+                        state_to_json_text(&value),
+                        Some(field(case, "state")),
+                        "{name}"
+                    );
+                }
+                "usage" => assert!(got.is_err(), "{name}: accepted"),
+                "state_encoding" => assert_eq!(got.ok(), Some(too_deep_state()), "{name}"),
+                other => panic!("{name}: outcome {other}"),
+            }
+        }
+        let cases = file["cbor_hex_cases"].as_array().expect("cbor_hex_cases");
+        for case in cases {
+            let name = field(case, "name");
+            let hex = field(case, "cbor_hex").to_ascii_lowercase();
+            let got = state_from_cbor_hex(&hex);
+            match field(case, "outcome").as_str() {
+                "ok" => {
+                    let value = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                    assert!(depth(&value) <= MAX_STATE_DEPTH, "{name}");
+                    assert_eq!(
+                        state_to_json_text(&value),
+                        case["state"].as_str().map(str::to_owned),
+                        "{name}"
+                    );
+                }
+                "usage" => assert!(got.is_err(), "{name}: accepted"),
+                "state_encoding" => {
+                    let value = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                    assert!(depth(&value) > MAX_STATE_DEPTH, "{name}");
+                }
+                other => panic!("{name}: outcome {other}"),
+            }
+        }
     }
 }

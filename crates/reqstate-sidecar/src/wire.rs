@@ -7,7 +7,7 @@ use reqstate::json::ErrorKind;
 use reqstate::{
     Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, StoreError, Verified,
 };
-use reqstate_cli_state::{KeyOrder, StateJsonError, state_from_json_with};
+use reqstate_cli_state::{StateJsonError, state_from_json, state_to_json_text};
 use reqstate_proto::v1 as pb;
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -135,12 +135,13 @@ impl From<Refusal> for VerifyFailure {
 
 /// The state a Mint request carries, as the CBOR value to store.
 ///
-/// `state_json` is read by the command line's rules (docs/CLI.md,
-/// `--state-json`, through the core's strict JSON reader) except that
-/// object keys stay in the order written, as Verify gives them back:
-/// numbers written with a fraction or an exponent are floats, others
-/// integers in [-2^63, 2^64 - 1]; a key may not repeat; a state nested
-/// deeper than 16 levels is refused by the core (`state_encoding`).
+/// `state_json` is mapped to CBOR by the one mapping of docs/CLI.md ("JSON
+/// to CBOR: the one mapping"), the command line's `--state-json`, by the
+/// same function ([`state_from_json`]): object keys sorted by their UTF-8
+/// bytes and never repeated; numbers written with a fraction or an exponent
+/// are floats, others integers in [-2^63, 2^64 - 1]; a state nested deeper
+/// than 16 levels is refused by the core (`state_encoding`). What the
+/// command line refuses as a usage error is INVALID_ARGUMENT here.
 pub fn state_to_cbor(
     state: Option<pb::mint_request::StateValue>,
 ) -> Result<ciborium::Value, InvalidArgument> {
@@ -148,7 +149,7 @@ pub fn state_to_cbor(
         None => Ok(ciborium::Value::Bytes(Vec::new())),
         Some(pb::mint_request::StateValue::State(bytes)) => Ok(ciborium::Value::Bytes(bytes)),
         Some(pb::mint_request::StateValue::StateJson(json)) => {
-            state_from_json_with(&json, KeyOrder::AsWritten).map_err(|e| match e {
+            state_from_json(&json).map_err(|e| match e {
                 StateJsonError::Json(e) if matches!(e.kind(), ErrorKind::DuplicateKey(_)) => {
                     InvalidArgument::new("state_json has a duplicate object key")
                 }
@@ -167,11 +168,18 @@ pub fn state_to_cbor(
 const STATE_JSON_NOT_JSON: InvalidArgument = InvalidArgument::new("state_json is not valid JSON");
 
 /// A verified CBOR state in the form it was minted from: bytes stay bytes,
-/// anything else was JSON and goes back as JSON text.
+/// anything else goes back as JSON text, the command line's JSON form of a
+/// state (docs/CLI.md, "state": [`state_to_json_text`]), so that
+/// `state_json` comes back as `reqstate verify` prints it. A state with no
+/// JSON form (minted elsewhere: a tag, a byte string inside, a non-text or
+/// repeated map key, NaN …) is handled as before the JSON form was shared:
+/// serde_json's rendering of the CBOR value when it has one, else
+/// `state_decoding`.
 pub fn state_from_cbor(value: ciborium::Value) -> Result<pb::verify_response::StateValue, Refusal> {
     match value {
         ciborium::Value::Bytes(bytes) => Ok(pb::verify_response::StateValue::State(bytes)),
-        other => serde_json::to_string(&other)
+        other => state_to_json_text(&other)
+            .map_or_else(|| serde_json::to_string(&other), Ok)
             .map(pb::verify_response::StateValue::StateJson)
             .map_err(|_| Refusal::StateDecoding("the state has no JSON form".into())),
     }
@@ -347,6 +355,17 @@ mod tests {
             state_from_cbor(json)?,
             pb::verify_response::StateValue::StateJson(
                 r#"{"amount":5,"items":["a",null,true,1.5]}"#.into()
+            )
+        );
+        // Keys sorted by their UTF-8 bytes, as the command line's, and
+        // floats kept floats.
+        let sorted = state_to_cbor(Some(pb::mint_request::StateValue::StateJson(
+            r#"{"z": 1.0, "ab": [1], "a": {"y": 0, "b": -0}}"#.into(),
+        )))?;
+        assert_eq!(
+            state_from_cbor(sorted)?,
+            pb::verify_response::StateValue::StateJson(
+                r#"{"a":{"b":0,"y":0},"ab":[1],"z":1.0}"#.into()
             )
         );
         let bytes = state_to_cbor(Some(pb::mint_request::StateValue::State(vec![0, 1, 2])))?;

@@ -1,13 +1,15 @@
 //! `reqstate-vectors`: generates the shared vectors, `tests/vectors/v1.json`
-//! (the token format, FORMAT.md) and `tests/vectors/call_context.json` (the
-//! call context, FORMAT.md §7), from the definitions in this package.
+//! (the token format, FORMAT.md), `tests/vectors/state_json.json` (a
+//! state's JSON → CBOR mapping and `--state-cbor-hex`, docs/CLI.md) and
+//! `tests/vectors/call_context.json` (the call context, FORMAT.md §7), from
+//! the definitions in this package.
 //!
 //! ```sh
-//! cargo run -p reqstate-vectors -- write   # rewrite both files from the definitions
-//! cargo run -p reqstate-vectors -- check   # fail if either file differs, byte for byte
+//! cargo run -p reqstate-vectors -- write   # rewrite the files from the definitions
+//! cargo run -p reqstate-vectors -- check   # fail if any file differs, byte for byte
 //! ```
 //!
-//! `check` regenerates both files in memory and names the first vector that
+//! `check` regenerates every file in memory and names the first vector that
 //! differs; scripts/test.sh runs it. Everything else (the core's tests,
 //! the sidecar's conformance tests, the TypeScript and Python packages, the
 //! independent Python verifier) only reads the files. A change to the
@@ -17,6 +19,7 @@
 mod call_context;
 mod compare;
 mod schema;
+mod state_json;
 mod v1;
 
 use std::path::{Path, PathBuf};
@@ -28,10 +31,10 @@ const WRITE_COMMAND: &str = "cargo run -p reqstate-vectors -- write";
 const USAGE: &str = "\
 usage: reqstate-vectors <write|check>
 
-  write   rewrite tests/vectors/v1.json and tests/vectors/call_context.json
+  write   rewrite tests/vectors/v1.json, state_json.json and call_context.json
           from their definitions (tests/vectors/generate/src/)
-  check   regenerate both in memory; fail, naming the first differing
-          vector, if either file differs byte for byte";
+  check   regenerate them in memory; fail, naming the first differing
+          vector, if any file differs byte for byte";
 
 /// A generated vector file.
 struct Generated {
@@ -62,6 +65,15 @@ fn generate() -> Result<Vec<Generated>, String> {
             definitions: "tests/vectors/generate/src/v1.rs and v1/",
             path: dir.join("v1.json"),
             text: pretty("v1.json", serde_json::to_string_pretty(&v1::generate()))?,
+        },
+        Generated {
+            name: "tests/vectors/state_json.json",
+            definitions: "tests/vectors/generate/src/state_json.rs",
+            path: dir.join("state_json.json"),
+            text: pretty(
+                "state_json.json",
+                serde_json::to_string_pretty(&state_json::generate()),
+            )?,
         },
         Generated {
             name: "tests/vectors/call_context.json",
@@ -168,7 +180,7 @@ mod tests {
         let v1: schema::VectorFile = serde_json::from_str(&first[0].text).expect("v1 reads back");
         assert_eq!(v1, v1::generate());
         let cc: schema::CallContextFile =
-            serde_json::from_str(&first[1].text).expect("call_context reads back");
+            serde_json::from_str(&first[2].text).expect("call_context reads back");
         assert_eq!(cc, call_context::generate());
         assert!(
             cc.description
