@@ -17,6 +17,7 @@
 #   test/cli-replay.test.js reqstate-ts verify --consume --replay-store (a redis-server on a TCP port
 #                          with a password), its usage errors, and passwords kept out of messages
 #   test/callcontext.test.js callContext's value form: what JSON cannot represent is refused, by path
+#   test/statejson.test.js tests/vectors/state_json.json: the one JSON -> CBOR mapping, --state-cbor-hex, the JSON form
 #   examples/cloudflare-worker (its test/, also run alone by its run-tests.sh): the increase-counter Worker in workerd, SDK v2 client over HTTP
 #   examples/node-whoami   the whoami handler on plain Node
 # Does not build Rust: the binary comes from $REQSTATE_BIN, default

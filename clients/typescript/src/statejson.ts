@@ -182,7 +182,38 @@ export function checkPreferredCbor(bytes: Uint8Array): number {
     throw new UsageError(`--state-cbor-hex: ${e instanceof CborError ? e.message : String(e)}`);
   }
   if (r.end !== bytes.length) throw new UsageError('--state-cbor-hex: bytes after the item');
+  if (!onlyTheOneNaN(bytes)) throw new UsageError('--state-cbor-hex: a NaN other than f97e00 (docs/CLI.md)');
   return r.depth;
+}
+
+/**
+ * Whether every half-precision NaN of a well-formed item in preferred
+ * serialization (as {@link walk} checked: definite lengths only) is `f97e00`,
+ * the one NaN docs/CLI.md accepts (wider NaNs are not shortest: walk refused
+ * them). With definite lengths every item's head follows the previous one, so
+ * one pass over the heads, skipping string contents, sees every float.
+ */
+function onlyTheOneNaN(bytes: Uint8Array): boolean {
+  let pos = 0;
+  while (pos < bytes.length) {
+    const ib = bytes[pos++];
+    const mt = ib >> 5;
+    const ai = ib & 31;
+    let n = 0;
+    if (ai >= 24 && ai <= 27) {
+      const size = 1 << (ai - 24);
+      for (let i = 0; i < size; i++) n = n * 256 + bytes[pos + i];
+      pos += size;
+    } else {
+      n = ai;
+    }
+    if (mt === 2 || mt === 3) {
+      pos += n;
+    } else if (mt === 7 && ai === 25 && (n & 0x7c00) === 0x7c00 && (n & 0x3ff) !== 0 && n !== 0x7e00) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** The JSON form of a state (docs/CLI.md), or undefined when it has none. */
