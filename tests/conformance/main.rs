@@ -34,6 +34,8 @@
 //! - [`table`] and [`pairs`]: the mint → verify table through every ordered
 //!   (minter, verifier) pair;
 //! - [`vectors`]: tests/vectors/v1.json through every implementation;
+//! - [`keyrings`]: v1.json's `keyrings` as keyring files through every
+//!   implementation (refused: exit 64; loaded: which key verifies and mints);
 //! - [`refusals`]: mint refusals in the core's order, and usage errors;
 //! - [`policies`]: the verify policy's flags and v1.json's `policies`;
 //! - [`single_use`]: one Redis, one spent-token record for the sidecar and
@@ -48,11 +50,13 @@ mod sidecar_process;
 
 mod fixtures;
 mod implementations;
+mod keyrings;
 mod pairs;
 mod policies;
 mod refusals;
 mod shapes;
 mod single_use;
+mod state_json;
 mod stock_clients;
 mod table;
 mod vectors;

@@ -205,9 +205,7 @@ fn vectors_through_every_implementation() -> TestResult {
             "sealed" => {}
             // The call context is computed by the SDKs, not by this command line.
             "call_context" => {}
-            // Keyring parsing is the core's, checked by crates/reqstate/tests/core/vectors.rs;
-            // the command line only has to exit 64 on a refused keyring
-            // (usage_errors_exit_64_with_a_message_and_no_json).
+            // Run by keyrings::keyring_vectors_through_every_implementation.
             "keyrings" => {}
             // Run by policy_vectors_are_refused_as_usage_errors_or_accepted.
             "policies" => {}

@@ -72,8 +72,13 @@ function bad(detail: string): never {
 const STATUSES: readonly string[] = ['primary', 'active', 'retired'];
 const ALGORITHMS: readonly string[] = ['hmac-sha256', 'xchacha20-poly1305'];
 
+/**
+ * A secret's base64 as docs/KEYRING.md reads it ("How a secret is read"):
+ * ASCII space, tab, CR and LF around it ignored; inside, the standard
+ * alphabet only; padding absent or complete; unused bits zero.
+ */
 function decodeSecret(text: string, where: string): Uint8Array {
-  const secret = base64DecodeStd(text);
+  const secret = base64DecodeStd(text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, ''));
   if (secret === undefined) bad(`${where}: the secret is not standard base64 (the value is not shown)`);
   if (secret.length < 32) bad(`${where}: secret is ${secret.length} bytes; at least 32 random bytes are required`);
   if (secret.length > 1024) bad(`${where}: secret is ${secret.length} bytes; at most 1024 are allowed`);

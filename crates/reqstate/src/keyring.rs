@@ -14,11 +14,23 @@ use crate::error::{KeyringError, RandomnessUnavailable};
 use crate::random::SecureRandom;
 use crate::types::{Algorithm, KeyId, KeyStatus, MAX_SECRET_LEN, MIN_SECRET_LEN};
 
-/// Standard base64 with or without padding, for secrets in keyring files.
-const BASE64_STANDARD_LENIENT_PADDING: GeneralPurpose = GeneralPurpose::new(
+/// Standard base64 without padding, for secrets in keyring files.
+const BASE64_STANDARD_UNPADDED: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::RequireNone),
 );
+
+/// Standard base64 with complete padding, for secrets in keyring files.
+const BASE64_STANDARD_PADDED: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
+
+/// The whitespace a secret may have around it (docs/KEYRING.md): space, tab,
+/// CR, LF. Not Unicode whitespace, and none inside.
+fn is_secret_padding_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
 
 /// Secret key bytes: zeroized on drop, never shown by `Debug`.
 pub struct Secret(Zeroizing<Vec<u8>>);
@@ -42,12 +54,21 @@ impl Secret {
         Ok(Secret(bytes))
     }
 
-    /// Decodes a base64 secret (standard alphabet, padding optional), as
-    /// written in keyring files.
+    /// Decodes a base64 secret as written in keyring files (docs/KEYRING.md,
+    /// "How a secret is read"): spaces, tabs, CRs and LFs around it are
+    /// ignored; inside it, only the standard alphabet (`A-Z a-z 0-9 + /`);
+    /// padding either absent or complete (`=` or `==` up to a multiple of
+    /// four characters, never partial); the unused low bits of the last
+    /// character zero. Anything else is refused.
     pub fn from_base64(text: &str) -> Result<Self, KeyringError> {
-        let trimmed = text.trim();
+        let trimmed = text.trim_matches(is_secret_padding_space);
+        let engine = if trimmed.ends_with('=') {
+            &BASE64_STANDARD_PADDED
+        } else {
+            &BASE64_STANDARD_UNPADDED
+        };
         let mut out = Zeroizing::new(Vec::new());
-        BASE64_STANDARD_LENIENT_PADDING
+        engine
             .decode_vec(trimmed, &mut out)
             .map_err(|_| KeyringError::new("secret is not valid base64 (standard alphabet)"))?;
         Ok(Secret(out))

@@ -377,3 +377,46 @@ fn errors_still_say_what_is_wrong_without_the_value() {
         );
     }
 }
+
+#[test]
+fn secrets_are_read_by_one_base64_rule() {
+    use reqstate::Secret;
+    // 34 bytes: 48 characters with `==`; 32 bytes: 44 characters with `=`.
+    let padded2 = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCAQ==";
+    let padded1 = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+    let bytes = |text: &str| Secret::from_base64(text).map(|s| s.len());
+    assert_eq!(bytes(padded2).unwrap(), 34);
+    assert_eq!(bytes(padded1).unwrap(), 32);
+    // Padding optional; around it space, tab, CR and LF are ignored.
+    assert_eq!(bytes(padded2.trim_end_matches('=')).unwrap(), 34);
+    assert_eq!(bytes(&format!(" \t{padded1}\r\n")).unwrap(), 32);
+    for (why, text) in [
+        ("partial padding", padded2[..padded2.len() - 1].to_string()),
+        ("too much padding", format!("{padded1}=")),
+        (
+            "padding inside",
+            format!("{}={}", &padded1[..4], &padded1[4..]),
+        ),
+        (
+            "a space inside",
+            format!("{} {}", &padded1[..20], &padded1[20..]),
+        ),
+        (
+            "a line break inside",
+            format!("{}\n{}", &padded1[..20], &padded1[20..]),
+        ),
+        ("base64url", padded1.replace('Q', "-")),
+        ("non-zero unused bits", padded1.replace("QkI=", "QkJ=")),
+        ("a no-break space around", format!("\u{a0}{padded1}")),
+        ("a form feed around", format!("{padded1}\u{c}")),
+        (
+            "4n+1 characters",
+            format!("{}QQ", padded1.trim_end_matches('=')),
+        ),
+    ] {
+        let e = Secret::from_base64(&text)
+            .err()
+            .unwrap_or_else(|| panic!("{why}: accepted"));
+        assert_eq!(e.reason(), "invalid_keyring", "{why}");
+    }
+}

@@ -16,14 +16,14 @@ mod harness;
 use std::time::Duration;
 
 use reqstate::{
-    Aad, Algorithm, Binding, Codec, Error, FixedClock, KeyId, KeySpec, KeyStatus, Keyring,
-    MAX_CONTEXT_LEN, MAX_TOOL_LEN, MemoryReplayStore, Policy, Secret,
+    Aad, Algorithm, Binding, Codec, Error, FixedClock, KeyStatus, Keyring, MAX_CONTEXT_LEN,
+    MAX_TOOL_LEN, MemoryReplayStore, Policy,
 };
 
-use crate::schema::VectorFile;
+use crate::schema::{KeyringMint, VectorFile};
 use harness::{
-    Scripted, aad, argument_stage, bind, minting_codec, policy_of, run_consume, run_invalid,
-    run_mint, run_verify, spec_of, verifying_codec, verifying_codec_with,
+    Scripted, aad, argument_stage, bind, keyring_toml, minting_codec, policy_of, run_consume,
+    run_invalid, run_mint, run_verify, spec_of, try_policy, verifying_codec, verifying_codec_with,
 };
 
 const VECTORS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/v1.json");
@@ -342,19 +342,51 @@ fn mint_invalid_vectors_are_refused_with_their_reason() {
 fn keyring_vectors_load_or_fail_with_their_reason() {
     let file = load();
     for v in &file.keyrings {
-        let specs = v.keys.iter().map(|k| {
-            KeySpec::new(
-                KeyId::new(k.id),
-                Algorithm::from_name(&k.algorithm).expect("algorithm"),
-                KeyStatus::from_name(&k.status).expect("status"),
-                Secret::from_base64(&k.secret).expect("base64"),
-            )
-        });
-        match (Keyring::new(specs), &v.expect_fail) {
-            (Ok(_), None) => {}
+        // Loaded as a keyring file (KEYRING.md): the TOML reader is the rule.
+        match (Keyring::from_toml(&keyring_toml(v)), &v.expect_fail) {
+            (Ok(keyring), None) => {
+                let m = v
+                    .mint
+                    .as_ref()
+                    .expect("an accepted keyring vector has its mint");
+                check_keyring_mint(&v.name, keyring, m);
+            }
             (Err(e), Some(reason)) => assert_eq!(e.reason(), reason, "{}: {e}", v.name),
             (got, want) => panic!("{}: got {:?}, want {want:?}", v.name, got.map(drop)),
         }
+    }
+}
+
+/// A loaded keyring vector's `mint`: its token verifies to its claims from
+/// its key; minting the same claims uses that key (and, deterministic, gives
+/// the same token).
+fn check_keyring_mint(name: &str, keyring: Keyring, m: &KeyringMint) {
+    let context = hex::decode(&m.context).expect("hex");
+    let state = hex::decode(&m.state_cbor).expect("hex");
+    let codec = Codec::with_parts(
+        keyring,
+        Policy::new(),
+        FixedClock(m.now),
+        reqstate::OsRandom::new(),
+    );
+    let verified = codec
+        .verify_raw(&m.token, bind(&m.tool, &context).any_step())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(verified.key_id.get(), m.key_id, "{name}");
+    assert_eq!(verified.step, m.step, "{name}");
+    assert_eq!(verified.state, state, "{name}");
+    let value: ciborium::Value = ciborium::from_reader(&state[..]).expect("cbor");
+    let minted = codec
+        .mint(
+            bind(&m.tool, &context),
+            &m.step,
+            &value,
+            Duration::from_secs(m.ttl),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(minted.key_id.get(), m.key_id, "{name}");
+    if m.deterministic {
+        assert_eq!(minted.token, m.token, "{name}");
     }
 }
 
@@ -362,16 +394,12 @@ fn keyring_vectors_load_or_fail_with_their_reason() {
 fn policy_vectors_build_or_fail_with_their_reason() {
     let file = load();
     for v in &file.policies {
-        let p = v.policy;
-        let built = Policy::new()
-            .with_max_token_len(p.max_token_len)
-            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
-            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)));
-        match (built, &v.expect_fail) {
+        match (try_policy(v.policy), &v.expect_fail) {
             (Ok(q), None) => {
-                assert_eq!(q.max_token_len(), p.max_token_len, "{}", v.name);
-                assert_eq!(q.clock_leeway(), p.clock_leeway, "{}", v.name);
-                assert_eq!(q.max_lifetime(), p.max_lifetime, "{}", v.name);
+                let built = v.built.expect("a built policy vector has `built`");
+                assert_eq!(Some(q.max_token_len()), built.max_token_len, "{}", v.name);
+                assert_eq!(Some(q.clock_leeway()), built.clock_leeway, "{}", v.name);
+                assert_eq!(Some(q.max_lifetime()), built.max_lifetime, "{}", v.name);
             }
             (Err(e), Some(reason)) => assert_eq!(e.reason(), reason, "{}", v.name),
             (got, want) => panic!("{}: got {got:?}, want {want:?}", v.name),

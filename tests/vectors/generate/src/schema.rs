@@ -31,38 +31,77 @@ pub(crate) struct VectorFile {
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 pub(crate) struct PolicyVector {
     pub(crate) name: String,
+    /// The knobs given; a knob left out takes its FORMAT.md §8 default.
     pub(crate) policy: VectorPolicy,
     /// The refusal's name; absent if the policy is built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) expect_fail: Option<String>,
+    /// The policy built (every knob), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) built: Option<VectorPolicy>,
 }
 
 /// A keyring to load (FORMAT.md §1, docs/KEYRING.md): accepted, or refused.
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 pub(crate) struct KeyringVector {
     pub(crate) name: String,
-    /// (id, algorithm, status, secret as standard base64) per key.
+    /// The file's top-level `version`, when the vector sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) version: Option<u64>,
+    /// The `[[key]]` tables, one per key, as JSON objects.
     pub(crate) keys: Vec<KeyringEntry>,
     /// The refusal's name; absent if the keyring loads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) expect_fail: Option<String>,
+    /// A mint and a verification under the loaded keyring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mint: Option<KeyringMint>,
 }
 
-/// One key of a keyring vector.
+/// One `[[key]]` table of a keyring vector (docs/KEYRING.md), field for
+/// field; `created` is the text of a TOML offset date-time, written bare.
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 pub(crate) struct KeyringEntry {
-    pub(crate) id: u32,
-    pub(crate) algorithm: String,
+    pub(crate) id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) algorithm: Option<String>,
     pub(crate) status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) created: Option<String>,
     pub(crate) secret: String,
+    /// Fields KEYRING.md does not define (string values), to be refused.
+    #[serde(flatten)]
+    pub(crate) unknown: std::collections::BTreeMap<String, String>,
 }
 
-/// A verification and minting policy (FORMAT.md §8), in seconds and characters.
-#[derive(Serialize, Deserialize, PartialEq, Debug, Clone, Copy)]
+/// What a loaded keyring vector mints and verifies: `token` verifies under
+/// it at `now` to these claims with key `key_id`; minting the same claims
+/// under it at `now` uses key `key_id`, and gives `token` itself when
+/// `deterministic` (an HMAC-SHA256 primary key).
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct KeyringMint {
+    pub(crate) tool: String,
+    pub(crate) context: String,
+    pub(crate) step: String,
+    pub(crate) state_cbor: String,
+    pub(crate) ttl: u64,
+    pub(crate) now: u64,
+    pub(crate) key_id: u32,
+    pub(crate) deterministic: bool,
+    pub(crate) token: String,
+}
+
+/// A verification and minting policy (FORMAT.md §8), in seconds and
+/// characters. A knob left out takes its default (8192, 60, 86400), not the
+/// file's.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone, Copy, Default)]
 pub(crate) struct VectorPolicy {
-    pub(crate) max_token_len: usize,
-    pub(crate) clock_leeway: u64,
-    pub(crate) max_lifetime: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) max_token_len: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) clock_leeway: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) max_lifetime: Option<u64>,
 }
 
 /// A key of the file's keyring (FORMAT.md §1), with what HKDF derives from it.

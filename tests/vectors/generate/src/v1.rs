@@ -10,6 +10,7 @@ mod accepted;
 mod bodies;
 mod codec;
 mod config;
+mod defaults;
 mod forge;
 mod invalid;
 mod mint_invalid;
@@ -35,6 +36,7 @@ pub(crate) fn generate() -> VectorFile {
     let mut accepted = accepted::accepted(&m);
     let mut mint_invalid = mint_invalid::mint_invalid(&m);
     single_use::single_use_rules(&m, &mut bad, &mut accepted, &mut mint_invalid);
+    defaults::defaults(&m, &mut bad, &mut accepted);
     let keyrings = config::keyrings();
     let policies = config::policies();
     let minted::Minted {
@@ -47,7 +49,9 @@ pub(crate) fn generate() -> VectorFile {
     VectorFile {
         description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token is verified \
                       under the keyring `keys` with the statuses given, at the vector's `now` (unix seconds), \
-                      and under the file's `policy` unless the vector carries its own `policy`. `valid` and \
+                      and under the file's `policy` unless the vector carries its own `policy`, whose knobs left \
+                      out take FORMAT.md section 8's defaults (max_token_len 8192, clock_leeway 60, \
+                      max_lifetime 86400), not the file's. `valid` and \
                       `sealed` tokens were minted under their key_id as the only, primary key, at `now`, with \
                       `random` as the random bytes drawn; an XChaCha20-Poly1305 token's `nonce` is then \
                       HMAC-SHA256(nonce_key, random ‖ A ‖ body)[0..24] (FORMAT.md section 4.2). `accepted` \
@@ -60,8 +64,16 @@ pub(crate) fn generate() -> VectorFile {
                       key_id as the only, primary key that must be refused with `expect_fail`; the random \
                       source hands out the bytes of `random` in order, draw after draw, and fails a draw it \
                       has not enough bytes left for. \
-                      `keyrings` are keyrings to load (FORMAT.md section 1): accepted, or refused with \
-                      `expect_fail`; `policies` are policies to build (FORMAT.md section 8), likewise. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
+                      `keyrings` are keyring files to load (docs/KEYRING.md, FORMAT.md section 1): `version`, \
+                      when present, is the top-level field; each of `keys` is one `[[key]]` table, field \
+                      for field (strings as TOML strings, `created` the text of a TOML offset date-time \
+                      written bare, any other field a string); accepted, or refused with `expect_fail`. An \
+                      accepted one's `mint`: its `token` verifies under it at `now` (with `tool`, `context`) \
+                      to `step` and `state_cbor` from key `key_id`, and minting those claims for `ttl` \
+                      seconds under it at `now` mints with key `key_id`, giving `token` itself when \
+                      `deterministic`. `policies` are policies to build (FORMAT.md section 8) from the \
+                      knobs given, the others defaulted: built, with every knob as in `built`, or refused \
+                      with `expect_fail`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
                       under their key_id as the only, primary key at `now`, the random source handing out \
                       the 16 bytes of `token_id` first and then (XChaCha20-Poly1305) the 24 bytes of \
                       `random`; each is consumed at `now` with an empty store, which succeeds with its \
@@ -76,15 +88,16 @@ pub(crate) fn generate() -> VectorFile {
                       starting with \"§N\", \"step N\" or \"mint refusal N\" pin \
                       that rule (those of single-use vectors start with \"single-use\" first); names \
                       containing \"key holder's\" carry a genuine tag over a body only \
-                      a key holder could make. Encodings: `secret` is standard base64 with padding; \
+                      a key holder could make. Encodings: a `keys` secret is standard base64 with padding (a \
+                      `keyrings` secret is the text as written in the file); \
                       `derived_key`, `nonce_key`, `random`, `token_id`, `nonce`, `state_cbor`, `payload`, `aad` and \
                       `context` are hex; tokens are base64url without padding."
             .into(),
         format_version: reqstate::VERSION,
         policy: VectorPolicy {
-            max_token_len: Policy::DEFAULT_MAX_TOKEN_LEN,
-            clock_leeway: Policy::DEFAULT_CLOCK_LEEWAY,
-            max_lifetime: Policy::DEFAULT_MAX_LIFETIME,
+            max_token_len: Some(Policy::DEFAULT_MAX_TOKEN_LEN),
+            clock_leeway: Some(Policy::DEFAULT_CLOCK_LEEWAY),
+            max_lifetime: Some(Policy::DEFAULT_MAX_LIFETIME),
         },
         keys,
         valid,

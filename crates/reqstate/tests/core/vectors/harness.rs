@@ -20,7 +20,9 @@ use crate::schema::{InvalidVector, MintInvalidVector, VectorFile, VectorKey, Vec
 #[allow(dead_code)]
 #[path = "../../../../../tests/vectors/generate/src/v1/codec.rs"]
 mod codec;
-pub(super) use codec::{Scripted, aad, bind, minting_codec, policy_of, spec_of};
+pub(super) use codec::{
+    Scripted, aad, bind, keyring_toml, minting_codec, policy_of, spec_of, try_policy,
+};
 
 /// A spent-token store over record names (FORMAT.md §5.1), as the vectors
 /// model it: `spent` names are live records; what a consume records is kept

@@ -8,7 +8,32 @@ use super::codec::{default_vector_policy, random_for};
 use super::forge::{claims_body, deep, forge};
 use super::minted::Minted;
 use super::{NOW, REFERENCE_CONTEXT};
-use crate::schema::{AcceptedVector, VectorPolicy};
+use crate::schema::{AcceptedVector, ValidVector, VectorPolicy};
+
+/// `v`'s token verified at `now` (default policy, no expected step) to its
+/// claims, `state` being its state's bytes.
+pub(super) fn accept_claims(v: &ValidVector, name: &str, now: u64, state: &[u8]) -> AcceptedVector {
+    AcceptedVector {
+        name: name.into(),
+        operation: "verify".into(),
+        token: v.token.clone(),
+        tool: v.tool.clone(),
+        context: v.context.clone(),
+        expected_step: None,
+        now,
+        policy: None,
+        decode_as: None,
+        issued_at: Some(v.issued_at),
+        expires_at: Some(v.expires_at),
+        step: Some(v.step.clone()),
+        state_cbor: Some(hex::encode(state)),
+        payload: None,
+        key_id: None,
+        spent: Vec::new(),
+        spent_record: None,
+        record_until: None,
+    }
+}
 
 /// The accepted verifies and unseals, in file order (the single-use family
 /// appends its consumes).
@@ -61,7 +86,7 @@ pub(super) fn accepted(m: &Minted) -> Vec<AcceptedVector> {
     ));
     accepted.push(AcceptedVector {
         policy: Some(VectorPolicy {
-            clock_leeway: 600,
+            clock_leeway: Some(600),
             ..default_vector_policy()
         }),
         ..accept_token(

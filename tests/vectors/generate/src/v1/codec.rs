@@ -35,6 +35,33 @@ impl SecureRandom for Scripted {
     }
 }
 
+/// A keyring vector as a keyring file (docs/KEYRING.md): `version` if set,
+/// then one `[[key]]` table per entry, its fields in order; strings as TOML
+/// basic strings (JSON's escapes are TOML's), `created` bare (a TOML
+/// date-time), unknown fields as strings.
+pub(crate) fn keyring_toml(v: &crate::schema::KeyringVector) -> String {
+    let s = |text: &str| serde_json::to_string(text).expect("string");
+    let mut out = String::new();
+    if let Some(version) = v.version {
+        out.push_str(&format!("version = {version}\n"));
+    }
+    for k in &v.keys {
+        out.push_str(&format!("\n[[key]]\nid = {}\n", k.id));
+        if let Some(a) = &k.algorithm {
+            out.push_str(&format!("algorithm = {}\n", s(a)));
+        }
+        out.push_str(&format!("status = {}\n", s(&k.status)));
+        if let Some(c) = &k.created {
+            out.push_str(&format!("created = {c}\n"));
+        }
+        out.push_str(&format!("secret = {}\n", s(&k.secret)));
+        for (name, value) in &k.unknown {
+            out.push_str(&format!("{name} = {}\n", s(value)));
+        }
+    }
+    out
+}
+
 /// The FORMAT.md §5.1 record name (without a deployment prefix) of a
 /// single-use token, written here from the spec rather than by the crate.
 pub(crate) fn record_name(key_id: u32, token_id: &[u8]) -> String {
@@ -81,24 +108,42 @@ pub(crate) fn minting_codec(
     Codec::with_parts(keyring, policy, FixedClock(now), Scripted::new(nonce))
 }
 
-/// A vector's policy, or the default one.
+/// A vector's policy, or the default one: the knobs it gives set on
+/// [`Policy::new`], the others left at the crate's defaults (FORMAT.md §8).
 pub(crate) fn policy_of(p: Option<VectorPolicy>) -> Policy {
-    match p {
-        None => Policy::new(),
-        Some(p) => Policy::new()
-            .with_max_token_len(p.max_token_len)
-            .and_then(|q| q.with_clock_leeway(Duration::from_secs(p.clock_leeway)))
-            .and_then(|q| q.with_max_lifetime(Duration::from_secs(p.max_lifetime)))
-            .expect("vector policy is within bounds"),
+    try_policy(p.unwrap_or_default()).expect("vector policy is within bounds")
+}
+
+/// Builds the knobs a policy vector gives on [`Policy::new`].
+pub(crate) fn try_policy(p: VectorPolicy) -> Result<Policy, reqstate::InvalidArgument> {
+    let mut q = Policy::new();
+    if let Some(len) = p.max_token_len {
+        q = q.with_max_token_len(len)?;
+    }
+    if let Some(secs) = p.clock_leeway {
+        q = q.with_clock_leeway(Duration::from_secs(secs))?;
+    }
+    if let Some(secs) = p.max_lifetime {
+        q = q.with_max_lifetime(Duration::from_secs(secs))?;
+    }
+    Ok(q)
+}
+
+/// Every knob of a built policy, as a vector writes it.
+pub(crate) fn vector_policy(q: &Policy) -> VectorPolicy {
+    VectorPolicy {
+        max_token_len: Some(q.max_token_len()),
+        clock_leeway: Some(q.clock_leeway()),
+        max_lifetime: Some(q.max_lifetime()),
     }
 }
 
 /// The default policy, as the file's `policy` writes it.
 pub(crate) fn default_vector_policy() -> VectorPolicy {
     VectorPolicy {
-        max_token_len: Policy::DEFAULT_MAX_TOKEN_LEN,
-        clock_leeway: Policy::DEFAULT_CLOCK_LEEWAY,
-        max_lifetime: Policy::DEFAULT_MAX_LIFETIME,
+        max_token_len: Some(Policy::DEFAULT_MAX_TOKEN_LEN),
+        clock_leeway: Some(Policy::DEFAULT_CLOCK_LEEWAY),
+        max_lifetime: Some(Policy::DEFAULT_MAX_LIFETIME),
     }
 }
 

@@ -31,7 +31,7 @@ pub(super) fn mint_invalid(m: &Minted) -> Vec<MintInvalidVector> {
         expect_fail: String::new(),
     };
     let small = Some(VectorPolicy {
-        max_token_len: 64,
+        max_token_len: Some(64),
         ..default_vector_policy()
     });
     let deep17 = |open: &[u8]| hex::encode(deep(open, &[], 17));
@@ -137,7 +137,7 @@ pub(super) fn mint_invalid(m: &Minted) -> Vec<MintInvalidVector> {
             "too_large",
             &|v| {
                 v.policy = Some(VectorPolicy {
-                    max_token_len: 75,
+                    max_token_len: Some(75),
                     ..default_vector_policy()
                 })
             },

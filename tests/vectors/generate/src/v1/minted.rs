@@ -207,7 +207,7 @@ fn valid(keys: &[VectorKey]) -> Vec<ValidVector> {
         0,
         NOW,
         Some(VectorPolicy {
-            max_token_len: 76,
+            max_token_len: Some(76),
             ..default_vector_policy()
         }),
     ));
@@ -324,7 +324,7 @@ fn single_use(keys: &[VectorKey], valid: &[ValidVector]) -> Vec<SingleUseVector>
         0,
         NOW,
         Some(VectorPolicy {
-            max_token_len: 100,
+            max_token_len: Some(100),
             ..default_vector_policy()
         }),
     ));
@@ -464,7 +464,7 @@ pub(super) fn single_use_vector(
     let minted = codec
         .mint_single_use(bind(tool, context), step, &state, Duration::from_secs(ttl))
         .expect("single-use vector mints");
-    let leeway = policy.unwrap_or_else(default_vector_policy).clock_leeway;
+    let leeway = policy_of(policy).clock_leeway();
     SingleUseVector {
         name: name.into(),
         key_id,

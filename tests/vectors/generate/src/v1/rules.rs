@@ -281,7 +281,7 @@ pub(super) fn rules(m: &Minted, bad: &mut Vec<InvalidVector>) {
         "too_large",
     );
     one_over.policy = Some(VectorPolicy {
-        max_token_len: 75,
+        max_token_len: Some(75),
         ..default_vector_policy()
     });
     bad.push(one_over);

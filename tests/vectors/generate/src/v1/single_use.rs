@@ -242,7 +242,7 @@ pub(super) fn single_use_rules(
         "too_large",
     );
     one_over.policy = Some(VectorPolicy {
-        max_token_len: 99,
+        max_token_len: Some(99),
         ..default_vector_policy()
     });
     bad.push(one_over);
@@ -556,7 +556,7 @@ pub(super) fn single_use_rules(
             ru,
             &|v| {
                 v.policy = Some(VectorPolicy {
-                    max_token_len: 64,
+                    max_token_len: Some(64),
                     ..default_vector_policy()
                 })
             },
@@ -567,7 +567,7 @@ pub(super) fn single_use_rules(
             &|v| {
                 v.random = id16.clone();
                 v.policy = Some(VectorPolicy {
-                    max_token_len: 99,
+                    max_token_len: Some(99),
                     ..default_vector_policy()
                 })
             },
