@@ -19,7 +19,9 @@
 //!   Python, and a redemption's state decoded before it is recorded.
 //! - `context`: `call_context`, `canonical_json` (FORMAT.md §7, RFC 8785).
 //! - `clock`: the system clock or the call's `now=`.
-//! - `cli`: the command line's state forms (docs/CLI.md).
+//! - `cli`: the command line's state forms (docs/CLI.md), and the one JSON
+//!   -> CBOR mapping of a state for servers that hold JSON text
+//!   (`state_cbor_from_json`, `state_json_from_cbor`).
 //! - `state`: states between Python and CBOR; `errors`: the exceptions.
 //!
 //! Randomness: the core's default, `BufferedRandom` (as `Codec::new`): no
@@ -75,6 +77,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli::_cli_check_state_cbor, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_cli_state_json, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_hex, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::state_cbor_from_json, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::state_json_from_cbor, m)?)?;
     m.add_function(wrap_pyfunction!(clock::_panic_under_clock_override, m)?)?;
     m.add_function(wrap_pyfunction!(clock::_clock_now, m)?)?;
     m.add("REASONS", reasons())?;

@@ -42,6 +42,8 @@ from ._native import (
     Unsealed,
     Verified,
     canonical_json,
+    state_cbor_from_json,
+    state_json_from_cbor,
 )
 from ._store import ReplayStore
 
@@ -69,6 +71,8 @@ __all__ = [
     "__version__",
     "call_context",
     "canonical_json",
+    "state_cbor_from_json",
+    "state_json_from_cbor",
 ]
 
 __version__: str = _native.VERSION

@@ -210,6 +210,17 @@ class Codec:
 
 def call_context(principal: str, audience: str, method: str, arguments_json: str) -> bytes: ...
 def canonical_json(arguments_json: str) -> str: ...
+def state_cbor_from_json(text: str) -> bytes:
+    """The CBOR bytes of a state given as JSON text, by the one mapping of
+    docs/CLI.md (the sidecar's `state_json`, `reqstate mint --state-json`):
+    mint them with `Codec.mint_cbor`. Raises `InvalidArgument` for text the
+    mapping refuses, `MintRefused` (reason `state_encoding`) for JSON nested
+    deeper than 16 levels."""
+
+def state_json_from_cbor(cbor: bytes) -> str | None:
+    """The JSON form of a state's CBOR bytes (docs/CLI.md), as `reqstate
+    verify` and the sidecar print it; None when the state has none."""
+
 def _cli_state_from_json(text: str) -> bytes: ...
 def _cli_check_state_cbor(cbor: bytes) -> None: ...
 def _cli_state_json(cbor: bytes) -> str | None: ...
