@@ -1004,7 +1004,7 @@ def test_valid_vectors_boundaries_of_the_clock(v):
 
 @pytest.mark.parametrize("v", VECTORS["sealed"], ids=_ids(VECTORS["sealed"]))
 def test_sealed_vectors_unseal(v):
-    assert unseal(v["token"], bytes.fromhex(v["aad"]), KEYRING, POLICY).hex() == v["payload"]
+    assert unseal(v["token"], bytes.fromhex(v["aad"]), KEYRING, policy_of(v)).hex() == v["payload"]
     raw = b64url_decode_strict(v["token"])
     assert (raw[0] >> 2) & 3 == KIND_SEALED
     assert leb128_decode_key_id(raw, 1)[0] == v["key_id"]
@@ -1013,7 +1013,7 @@ def test_sealed_vectors_unseal(v):
 @pytest.mark.parametrize("v", VECTORS["sealed"], ids=_ids(VECTORS["sealed"]))
 def test_sealed_vectors_reseal_identically(v):
     rng = fixed_rng(bytes.fromhex(v["random"]))
-    token = seal(only_primary_keyring(v["key_id"]), bytes.fromhex(v["payload"]), bytes.fromhex(v["aad"]), rng, POLICY)
+    token = seal(only_primary_keyring(v["key_id"]), bytes.fromhex(v["payload"]), bytes.fromhex(v["aad"]), rng, policy_of(v))
     assert token == v["token"]
     assert rng.remaining() == 0, "the vector's random bytes were not all drawn"
 

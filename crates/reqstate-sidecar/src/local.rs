@@ -160,12 +160,13 @@ pub fn verify(args: VerifyArgs) -> u8 {
         None => None,
     };
     let tool = &args.codec.tool;
-    // Steps 0–13 give the state's bytes as the token carries them; step 14
-    // decodes them into a self-describing CBOR value for the JSON form, before
-    // a single-use token is recorded (step 15).
-    let decode = |state: Vec<u8>| -> Result<(Vec<u8>, ciborium::Value), reqstate::Refusal> {
-        let value = ciborium::from_reader(&state[..])
-            .map_err(|e| reqstate::Refusal::StateDecoding(e.to_string()))?;
+    // Steps 0–13 give the state's bytes as the token carries them. There is
+    // no step 14 here (docs/CLI.md: a state that verifies is printed whatever
+    // it holds): the bytes are read as a self-describing CBOR value only for
+    // the JSON form, and a well-formed state that value cannot hold (an
+    // unassigned simple value) just has none.
+    let decode = |state: Vec<u8>| -> Result<(Vec<u8>, Option<ciborium::Value>), reqstate::Refusal> {
+        let value = ciborium::from_reader(&state[..]).ok();
         Ok((state, value))
     };
     let result = (|| -> Result<_, VerifyError> {
@@ -210,7 +211,7 @@ pub fn verify(args: VerifyArgs) -> u8 {
                 "issued_at": verified.issued_at,
                 "expires_at": verified.expires_at,
             });
-            if let Some(state) = state_to_json(value) {
+            if let Some(state) = value.as_ref().and_then(state_to_json) {
                 out["state"] = state;
             }
             println!("{out}");

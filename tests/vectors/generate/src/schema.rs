@@ -62,7 +62,7 @@ pub(crate) struct KeyringVector {
 /// field; `created` is the text of a TOML offset date-time, written bare.
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 pub(crate) struct KeyringEntry {
-    pub(crate) id: u64,
+    pub(crate) id: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) algorithm: Option<String>,
     pub(crate) status: String,
@@ -199,6 +199,9 @@ pub(crate) struct SealedVector {
     /// The nonce in the token, hex.
     pub(crate) nonce: String,
     pub(crate) token: String,
+    /// The policy it was sealed and unseals under, if not the file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<VectorPolicy>,
 }
 
 /// A token (with its operation's arguments) that must be refused with

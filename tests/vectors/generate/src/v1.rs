@@ -11,6 +11,7 @@ mod bodies;
 mod codec;
 mod config;
 mod defaults;
+mod edges;
 mod forge;
 mod invalid;
 mod mint_invalid;
@@ -37,15 +38,18 @@ pub(crate) fn generate() -> VectorFile {
     let mut mint_invalid = mint_invalid::mint_invalid(&m);
     single_use::single_use_rules(&m, &mut bad, &mut accepted, &mut mint_invalid);
     defaults::defaults(&m, &mut bad, &mut accepted);
+    let extra = edges::edges(&m, &mut bad, &mut accepted, &mut mint_invalid);
     let keyrings = config::keyrings();
     let policies = config::policies();
     let minted::Minted {
         keys,
-        valid,
-        sealed,
+        mut valid,
+        mut sealed,
         single_use,
         retired: _,
     } = m;
+    valid.extend(extra.valid);
+    sealed.extend(extra.sealed);
     VectorFile {
         description: "reqstate token format v1 test vectors (docs/FORMAT.md). Every token is verified \
                       under the keyring `keys` with the statuses given, at the vector's `now` (unix seconds), \
@@ -63,7 +67,9 @@ pub(crate) fn generate() -> VectorFile {
                       (major type 0). `mint_invalid` are mints (or seals: `payload`, `context` as aad) under \
                       key_id as the only, primary key that must be refused with `expect_fail`; the random \
                       source hands out the bytes of `random` in order, draw after draw, and fails a draw it \
-                      has not enough bytes left for. \
+                      has not enough bytes left for; `state_cbor` is the state's bytes, and bytes that are \
+                      not one well-formed CBOR item are `state_encoding` (FORMAT.md section 8, mint refusal \
+                      4; a command line refuses them itself, docs/CLI.md). \
                       `keyrings` are keyring files to load (docs/KEYRING.md, FORMAT.md section 1): `version`, \
                       when present, is the top-level field; each of `keys` is one `[[key]]` table, field \
                       for field (strings as TOML strings, `created` the text of a TOML offset date-time \

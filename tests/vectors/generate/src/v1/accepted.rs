@@ -163,6 +163,42 @@ pub(super) fn accepted(m: &Minted) -> Vec<AcceptedVector> {
         ),
         ("step of 256 bytes", "", 600, vec![0xf6]),
         (
+            "state: tags 0 to 3 over content their definitions forbid (tags are not checked)",
+            "s",
+            600,
+            vec![0x84, 0xc0, 0x00, 0xc1, 0x61, 0x78, 0xc2, 0x01, 0xc3, 0xf6],
+        ),
+        (
+            "state: unassigned simple values E0, F3, F8 21 and F8 FF are well-formed",
+            "s",
+            600,
+            vec![0x84, 0xe0, 0xf3, 0xf8, 0x21, 0xf8, 0xff],
+        ),
+        (
+            "state: an array at level 16 reached through map keys",
+            "s",
+            600,
+            [vec![0xa1; 15], vec![0x81, 0x00], vec![0x00; 15]].concat(),
+        ),
+        (
+            "lifetime 24, the least in a one-byte head (18 18)",
+            "s",
+            24,
+            vec![0xf6],
+        ),
+        (
+            "lifetime 256, the least in a two-byte head (19 01 00)",
+            "s",
+            256,
+            vec![0xf6],
+        ),
+        (
+            "lifetime 65536, the least in a four-byte head (1a 00 01 00 00)",
+            "s",
+            65_536,
+            vec![0xf6],
+        ),
+        (
             "lifetime = max_lifetime",
             "s",
             Policy::DEFAULT_MAX_LIFETIME,

@@ -268,6 +268,57 @@ pub(super) fn bodies(minted: &Minted, bad: &mut Vec<InvalidVector>) {
             claims_body(NOW, 600, "café", &[0xf6]),
             "wrong_step",
         ),
+        // Heads at the shortest-form boundaries (FORMAT.md §5): each value
+        // one below the least its head may carry.
+        (
+            "lifetime 23 in a one-byte head (18 17)",
+            with_lifetime_head(&[0x18, 0x17]),
+            m,
+        ),
+        (
+            "lifetime 255 in a two-byte head (19 00 ff)",
+            with_lifetime_head(&[0x19, 0x00, 0xff]),
+            m,
+        ),
+        (
+            "lifetime 65535 in a four-byte head (1a 00 00 ff ff)",
+            with_lifetime_head(&[0x1a, 0x00, 0x00, 0xff, 0xff]),
+            m,
+        ),
+        (
+            "issued_at 2^32 - 1 in an eight-byte head",
+            {
+                let mut b = vec![0xa4, 0x01, 0x1b, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff];
+                b.extend(&claims_body(NOW, 600, "s", &[0xf6])[2 + cbor_head(0, NOW).len()..]);
+                b
+            },
+            m,
+        ),
+        (
+            "a negative lifetime (-600)",
+            with_lifetime_head(&[0x39, 0x02, 0x57]),
+            m,
+        ),
+        (
+            "step of 129 characters in 258 bytes",
+            claims_body(NOW, 600, &"é".repeat(129), &[0xf6]),
+            m,
+        ),
+        (
+            "state: a text chunk inside an indefinite byte string",
+            claims_body(NOW, 600, "s", &[0x5f, 0x61, 0x61, 0xff]),
+            m,
+        ),
+        (
+            "state: an array at level 17 reached through map keys",
+            claims_body(
+                NOW,
+                600,
+                "s",
+                &[vec![0xa1; 16], vec![0x81, 0x00], vec![0x00; 16]].concat(),
+            ),
+            m,
+        ),
     ];
     for (key_id, alg) in [(1u32, "hmac"), (2, "xchacha")] {
         let base = if key_id == 1 { hmac } else { xchacha };
@@ -295,4 +346,15 @@ pub(super) fn bodies(minted: &Minted, bad: &mut Vec<InvalidVector>) {
             bad.push(v);
         }
     }
+}
+
+/// The claims of a body issued at [`NOW`] for step `s` with state `null`,
+/// the lifetime written as `head` (a CBOR head, major type 0 or 1).
+fn with_lifetime_head(head: &[u8]) -> Vec<u8> {
+    let mut b = vec![0xa4, 0x01];
+    b.extend(cbor_head(0, NOW));
+    b.push(0x02);
+    b.extend_from_slice(head);
+    b.extend([0x03, 0x61, b's', 0x04, 0xf6]);
+    b
 }

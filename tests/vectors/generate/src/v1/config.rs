@@ -19,7 +19,7 @@ use crate::schema::{KeyringEntry, KeyringMint, KeyringVector, PolicyVector, Vect
 /// one written here.
 pub(super) fn keyrings() -> Vec<KeyringVector> {
     let (h, x) = ("hmac-sha256", "xchacha20-poly1305");
-    let entry = |id: u64, algorithm: &str, status: &str, len: usize| KeyringEntry {
+    let entry = |id: i64, algorithm: &str, status: &str, len: usize| KeyringEntry {
         id,
         algorithm: Some(algorithm.into()),
         status: status.into(),
@@ -44,7 +44,7 @@ pub(super) fn keyrings() -> Vec<KeyringVector> {
             "secrets of 32 and 1024 bytes, ids 0 and 2^32 - 1",
             vec![
                 entry(0, h, "primary", 32),
-                entry(u64::from(u32::MAX), x, "retired", 1024),
+                entry(i64::from(u32::MAX), x, "retired", 1024),
             ],
             None,
         ),
@@ -97,6 +97,11 @@ pub(super) fn keyrings() -> Vec<KeyringVector> {
         keyring(
             "§1 the id range: 2^32 refused",
             vec![entry(1 << 32, h, "primary", 32)],
+            ik,
+        ),
+        keyring(
+            "§1 the id range: -1 refused",
+            vec![entry(-1, h, "primary", 32)],
             ik,
         ),
         // KEYRING.md "How a secret is read".

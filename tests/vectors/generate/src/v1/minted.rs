@@ -250,6 +250,7 @@ fn sealed(keys: &[VectorKey]) -> Vec<SealedVector> {
             random: hex::encode(&random),
             nonce: nonce_in(&token),
             token,
+            policy: None,
         }
     })
     .collect::<Vec<_>>()
