@@ -385,6 +385,7 @@ fn json_definitions() -> Vec<Definition> {
         d("true", GRAMMAR, "true", Ok(Some("f5"))),
         d("false", GRAMMAR, "false", Ok(Some("f4"))),
         d("literal misspelled", GRAMMAR, "nul", Usage),
+        d("literal misspelled, four letters", GRAMMAR, "nule", Usage),
         d("literal capitalized", GRAMMAR, "True", Usage),
         d("empty array", GRAMMAR, "[]", Ok(Some("80"))),
         d("empty object", GRAMMAR, "{}", Ok(Some("a0"))),
@@ -801,6 +802,12 @@ fn json_definitions() -> Vec<Definition> {
             StateEncoding,
         ),
         d(
+            "17 levels of objects and arrays",
+            DEPTH,
+            &format!("{}{{\"a\":1}}{}", "{\"a\":[".repeat(8), "]}".repeat(8)),
+            StateEncoding,
+        ),
+        d(
             "17 levels, a scalar at the bottom",
             DEPTH,
             &nest(17, "1"),
@@ -980,6 +987,18 @@ fn cbor_definitions() -> Vec<Definition> {
             "17 levels of tags",
             DEPTH,
             &format!("{}00", "c1".repeat(17)),
+            StateEncoding,
+        ),
+        d(
+            "16 levels of maps",
+            DEPTH,
+            &format!("{}f6", "a16161".repeat(16)),
+            Ok(None),
+        ),
+        d(
+            "17 levels of maps",
+            DEPTH,
+            &format!("{}f6", "a16161".repeat(17)),
             StateEncoding,
         ),
         d(
