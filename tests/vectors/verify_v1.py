@@ -183,8 +183,15 @@ def load_keyring_file(version, entries: list[dict]) -> "Keyring":
         unknown = [f for f in e if f not in KEY_FIELDS]
         if unknown:
             raise fail("invalid_keyring", f"unknown field {unknown[0]!r}")
-        if "secret_file" in e or "secret_env" in e:
+        sources = [f for f in ("secret", "secret_file", "secret_env") if f in e]
+        if len(sources) != 1:
+            raise fail("invalid_keyring", "exactly one of secret, secret_file, secret_env")
+        if sources != ["secret"]:
             raise AssertionError("the vectors give secrets inline")
+        if type(e.get("id")) is not int:
+            raise fail("invalid_keyring", "id is required, an integer")
+        if type(e.get("status")) is not str:
+            raise fail("invalid_keyring", "status is required, a string")
         if "created" in e and not OFFSET_DATE_TIME.fullmatch(e["created"]):
             raise fail("invalid_keyring", "created is not an offset date-time")
         keys.append((e["id"], e.get("algorithm", DEFAULT_ALGORITHM), e["status"], read_secret(e["secret"])))
@@ -652,6 +659,17 @@ def verify(
     return claims
 
 
+SHARED_LIFETIME_CAP_MS = 10**15
+MAX_CLOCK_LEEWAY = 600
+
+
+def shared_record_lifetime_ms(expires_at: int, now: int, max_skew_ms: int) -> int:
+    """§5.1: a shared store's relative record lifetime, exact, then held
+    within [1000, 10^15] ms."""
+    ms = (expires_at + MAX_CLOCK_LEEWAY - now) * 1000 + 2 * max_skew_ms
+    return min(max(ms, 1000), SHARED_LIFETIME_CAP_MS)
+
+
 def spent_record_name(key_id: int, token_id: bytes) -> str:
     """§5.1: the record's name (without a deployment prefix)."""
     return f"spent:v1:{key_id}:{token_id.hex()}"
@@ -880,7 +898,7 @@ def test_vector_file_is_version_1_with_the_default_policy():
     assert POLICY == Policy()  # §8 defaults: 8192, 60, 86400
     assert len(VECTORS["valid"]) > 0 and len(VECTORS["sealed"]) > 0 and len(VECTORS["invalid"]) > 0
     assert len(VECTORS["single_use"]) > 0
-    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies"}
+    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes"}
     assert set(VECTORS) == known, "a section this verifier does not run"
     operations = {v["operation"] for v in VECTORS["invalid"] + VECTORS["accepted"]}
     assert operations == {"verify", "consume", "unseal"}
@@ -1232,3 +1250,8 @@ def test_key_id_leb128_limits():
         with pytest.raises(TokenError) as e:
             leb128_decode_key_id(bad, 1)
         assert e.value.reason == "malformed", bad.hex()
+
+
+@pytest.mark.parametrize("v", VECTORS["shared_lifetimes"], ids=_ids(VECTORS["shared_lifetimes"]))
+def test_shared_lifetime_vectors(v):
+    assert shared_record_lifetime_ms(v["expires_at"], v["now"], v["max_skew_ms"]) == v["lifetime_ms"]

@@ -8,7 +8,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Codec, Keyring, ReqstateError } from '../dist/index.js';
@@ -330,6 +330,17 @@ describe('RedisReplayStore with a scripted client', () => {
     assert.equal(await s.insertIfAbsent(record(1)), false);
     answer = () => 42;
     await assert.rejects(s.insertIfAbsent(record(1)), (e) => e.kind === 'unavailable');
+  });
+
+  test('recordLifetimeMs reproduces every shared_lifetimes vector of tests/vectors/v1.json', () => {
+    const text = readFileSync(new URL('../../../tests/vectors/v1.json', import.meta.url), 'utf8');
+    // Integers of 16 digits or more as strings, so that none loses precision.
+    const vectors = JSON.parse(text.replace(/([:\[,]\s*)(\d{16,})(?=\s*[,}\]])/g, '$1"$2"')).shared_lifetimes;
+    assert.ok(vectors.length >= 8, `${vectors.length} vectors`);
+    for (const v of vectors) {
+      const got = recordLifetimeMs({ expiresAt: BigInt(v.expires_at), now: BigInt(v.now) }, Number(v.max_skew_ms));
+      assert.equal(got, BigInt(v.lifetime_ms), v.name);
+    }
   });
 
   test('recordLifetimeMs: (expires_at + 600 - now) * 1000 + 2 * maxSkewMs, at least 1000', () => {

@@ -293,6 +293,15 @@ def test_policy_vectors() -> None:
             assert got == vector["built"], vector["name"]
 
 
+def test_shared_lifetime_vectors() -> None:
+    from reqstate.redis import record_lifetime_ms
+
+    assert len(V1["shared_lifetimes"]) >= 8
+    for vector in V1["shared_lifetimes"]:
+        got = record_lifetime_ms(vector["expires_at"], vector["now"], vector["max_skew_ms"])
+        assert got == vector["lifetime_ms"], vector["name"]
+
+
 def test_every_section_of_the_vector_file_runs_here() -> None:
-    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies"}
+    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes"}
     assert set(V1) == sections, "v1.json has a section this suite does not run"

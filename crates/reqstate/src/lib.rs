@@ -157,7 +157,9 @@ pub use random::SecureRandom;
 pub use random::{BufferedRandom, OsRandom};
 #[cfg(feature = "std")]
 pub use single_use::MemoryReplayStore;
-pub use single_use::{Redemption, ReplayStore, SpentId, shared_record_lifetime};
+pub use single_use::{
+    MAX_SHARED_RECORD_LIFETIME, Redemption, ReplayStore, SpentId, shared_record_lifetime,
+};
 pub use token::UntrustedToken;
 pub use types::{
     Algorithm, KeyId, KeyStatus, MAX_CONTEXT_LEN, MAX_SECRET_LEN, MAX_STATE_DEPTH, MAX_STEP_LEN,

@@ -27,7 +27,10 @@ use crate::types::{KeyId, TOKEN_ID_LEN};
 /// the largest leeway any verifier may have ([`Policy::MAX_CLOCK_LEEWAY`],
 /// whatever this one's is) and for clocks that differ by up to `max_skew`
 /// from the store's, in either direction (hence twice):
-/// `(expires_at + 600 − now) s + 2 × max_skew`, at least one second.
+/// `(expires_at + 600 − now) × 1000 + 2 × max_skew` milliseconds, computed
+/// exactly (no saturation: `now` past `expires_at + 600` gives less than
+/// nothing), then held within one second and
+/// [`MAX_SHARED_RECORD_LIFETIME`] (FORMAT.md §5.1).
 ///
 /// The guarantee holds while every verifier's clock is within `max_skew` of
 /// the store's; a store that shares records checks that (the sidecar and the
@@ -37,13 +40,19 @@ use crate::types::{KeyId, TOKEN_ID_LEN};
 /// whose clock runs behind, or whose leeway is larger, still accepts the
 /// token: a second redemption.
 pub fn shared_record_lifetime(expires_at: u64, now: u64, max_skew: Duration) -> Duration {
-    let seconds = expires_at
-        .saturating_add(Policy::MAX_CLOCK_LEEWAY)
-        .saturating_sub(now);
-    Duration::from_secs(seconds)
-        .saturating_add(max_skew.saturating_mul(2))
-        .max(Duration::from_secs(1))
+    let skew_ms = i128::try_from(max_skew.as_millis()).unwrap_or(i128::MAX / 4);
+    let ms = (i128::from(expires_at) + i128::from(Policy::MAX_CLOCK_LEEWAY) - i128::from(now))
+        * 1000
+        + 2 * skew_ms.min(i128::from(u64::MAX));
+    let most = MAX_SHARED_RECORD_LIFETIME.as_millis() as i128;
+    Duration::from_millis(ms.clamp(1000, most) as u64)
 }
+
+/// The longest relative lifetime a shared store gives a record: 10^15 ms
+/// (about 31 700 years), under Redis's limit for an expiry added to its
+/// millisecond clock. Reached only by tokens expiring near the end of the
+/// 64-bit clock.
+pub const MAX_SHARED_RECORD_LIFETIME: Duration = Duration::from_millis(1_000_000_000_000_000);
 
 /// What a spent single-use token is recorded under: its key id and its
 /// random token id. Never the token, which is a bearer credential.

@@ -79,6 +79,7 @@ SETS = [
             "test_policy_vectors",
             "test_single_use_vectors_remint_identically",
             "test_single_use_vectors_are_consumed_once_and_never_verified",
+            "test_shared_lifetime_vectors",
         ),
         vector_files=("v1.json",),
         mutants_module="mutants",

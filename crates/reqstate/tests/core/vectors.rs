@@ -411,6 +411,23 @@ fn policy_vectors_build_or_fail_with_their_reason() {
 }
 
 #[test]
+fn shared_lifetime_vectors_match_the_core() {
+    let file = load();
+    assert!(
+        file.shared_lifetimes.len() >= 8,
+        "the shared_lifetimes set shrank"
+    );
+    for v in &file.shared_lifetimes {
+        let got = reqstate::shared_record_lifetime(
+            v.expires_at,
+            v.now,
+            Duration::from_millis(v.max_skew_ms),
+        );
+        assert_eq!(got.as_millis(), u128::from(v.lifetime_ms), "{}", v.name);
+    }
+}
+
+#[test]
 fn every_error_name_of_the_spec_is_produced_by_a_vector() {
     let file = load();
     let mut seen: std::collections::BTreeSet<&str> = file

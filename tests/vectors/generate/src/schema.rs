@@ -24,6 +24,20 @@ pub(crate) struct VectorFile {
     pub(crate) mint_invalid: Vec<MintInvalidVector>,
     pub(crate) keyrings: Vec<KeyringVector>,
     pub(crate) policies: Vec<PolicyVector>,
+    pub(crate) shared_lifetimes: Vec<SharedLifetimeVector>,
+}
+
+/// How long a store shared by several verifiers keeps a spent record
+/// (FORMAT.md §5.1): the relative lifetime, in milliseconds, that a verifier
+/// whose clock read `now` gives the record of a token expiring at
+/// `expires_at`, allowing clocks `max_skew_ms` apart.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct SharedLifetimeVector {
+    pub(crate) name: String,
+    pub(crate) expires_at: u64,
+    pub(crate) now: u64,
+    pub(crate) max_skew_ms: u64,
+    pub(crate) lifetime_ms: u64,
 }
 
 /// A policy to build (FORMAT.md §8): accepted, or refused with
@@ -62,13 +76,20 @@ pub(crate) struct KeyringVector {
 /// field; `created` is the text of a TOML offset date-time, written bare.
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 pub(crate) struct KeyringEntry {
-    pub(crate) id: i64,
+    /// An integer, or (to be refused) another JSON value; absent, refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) id: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) algorithm: Option<String>,
-    pub(crate) status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) created: Option<String>,
-    pub(crate) secret: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) secret: Option<String>,
+    /// A second secret source beside `secret` (to be refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) secret_env: Option<String>,
     /// Fields KEYRING.md does not define (string values), to be refused.
     #[serde(flatten)]
     pub(crate) unknown: std::collections::BTreeMap<String, String>,

@@ -41,6 +41,7 @@ pub(crate) fn generate() -> VectorFile {
     let extra = edges::edges(&m, &mut bad, &mut accepted, &mut mint_invalid);
     let keyrings = config::keyrings();
     let policies = config::policies();
+    let shared_lifetimes = config::shared_lifetimes();
     let minted::Minted {
         keys,
         mut valid,
@@ -79,7 +80,11 @@ pub(crate) fn generate() -> VectorFile {
                       seconds under it at `now` mints with key `key_id`, giving `token` itself when \
                       `deterministic`. `policies` are policies to build (FORMAT.md section 8) from the \
                       knobs given, the others defaulted: built, with every knob as in `built`, or refused \
-                      with `expect_fail`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
+                      with `expect_fail`. \
+                      `shared_lifetimes` are the relative lifetimes, in milliseconds, that a \
+                      store shared by several verifiers gives a spent record (FORMAT.md section 5.1) of a \
+                      token expiring at `expires_at`, recorded by a verifier whose clock reads `now`, for \
+                      clocks `max_skew_ms` apart: `lifetime_ms`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
                       under their key_id as the only, primary key at `now`, the random source handing out \
                       the 16 bytes of `token_id` first and then (XChaCha20-Poly1305) the 24 bytes of \
                       `random`; each is consumed at `now` with an empty store, which succeeds with its \
@@ -114,5 +119,6 @@ pub(crate) fn generate() -> VectorFile {
         mint_invalid,
         keyrings,
         policies,
+        shared_lifetimes,
     }
 }

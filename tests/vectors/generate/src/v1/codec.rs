@@ -46,15 +46,26 @@ pub(crate) fn keyring_toml(v: &crate::schema::KeyringVector) -> String {
         out.push_str(&format!("version = {version}\n"));
     }
     for k in &v.keys {
-        out.push_str(&format!("\n[[key]]\nid = {}\n", k.id));
+        out.push_str("\n[[key]]\n");
+        if let Some(id) = &k.id {
+            // A JSON number as a TOML one, a JSON string as a TOML string.
+            out.push_str(&format!("id = {id}\n"));
+        }
         if let Some(a) = &k.algorithm {
             out.push_str(&format!("algorithm = {}\n", s(a)));
         }
-        out.push_str(&format!("status = {}\n", s(&k.status)));
+        if let Some(status) = &k.status {
+            out.push_str(&format!("status = {}\n", s(status)));
+        }
         if let Some(c) = &k.created {
             out.push_str(&format!("created = {c}\n"));
         }
-        out.push_str(&format!("secret = {}\n", s(&k.secret)));
+        if let Some(secret) = &k.secret {
+            out.push_str(&format!("secret = {}\n", s(secret)));
+        }
+        if let Some(name) = &k.secret_env {
+            out.push_str(&format!("secret_env = {}\n", s(name)));
+        }
         for (name, value) in &k.unknown {
             out.push_str(&format!("{name} = {}\n", s(value)));
         }

@@ -12,7 +12,9 @@ use super::codec::{
     Scripted, base64_standard, bind, default_vector_policy, keyring_toml, try_policy, vector_policy,
 };
 use super::minted::reference;
-use crate::schema::{KeyringEntry, KeyringMint, KeyringVector, PolicyVector, VectorPolicy};
+use crate::schema::{
+    KeyringEntry, KeyringMint, KeyringVector, PolicyVector, SharedLifetimeVector, VectorPolicy,
+};
 
 /// The keyring vectors, in file order. Every verdict is the core's own
 /// (`Keyring::from_toml` on [`keyring_toml`]'s text), checked against the
@@ -20,16 +22,20 @@ use crate::schema::{KeyringEntry, KeyringMint, KeyringVector, PolicyVector, Vect
 pub(super) fn keyrings() -> Vec<KeyringVector> {
     let (h, x) = ("hmac-sha256", "xchacha20-poly1305");
     let entry = |id: i64, algorithm: &str, status: &str, len: usize| KeyringEntry {
-        id,
+        id: Some(id.into()),
         algorithm: Some(algorithm.into()),
-        status: status.into(),
+        status: Some(status.into()),
         created: None,
-        secret: base64_standard(&vec![0x42u8; len]),
+        secret: Some(base64_standard(&vec![0x42u8; len])),
+        secret_env: None,
         unknown: BTreeMap::new(),
     };
     // A 34-byte secret, so that its encoding ends in `==`.
     let secret34 = base64_standard(&[0x42u8; 34]);
-    let with_secret = |e: KeyringEntry, secret: String| KeyringEntry { secret, ..e };
+    let with_secret = |e: KeyringEntry, secret: String| KeyringEntry {
+        secret: Some(secret),
+        ..e
+    };
     let keyring = |name: &str, keys: Vec<KeyringEntry>, fail: Option<&str>| KeyringVector {
         name: name.into(),
         version: None,
@@ -253,6 +259,61 @@ pub(super) fn keyrings() -> Vec<KeyringVector> {
             }],
             ik,
         ),
+        // KEYRING.md: the required fields, their types, one secret source.
+        keyring(
+            "id: absent",
+            vec![KeyringEntry {
+                id: None,
+                ..entry(1, h, "primary", 32)
+            }],
+            ik,
+        ),
+        keyring(
+            "id: a string (\"1\")",
+            vec![KeyringEntry {
+                id: Some("1".into()),
+                ..entry(1, h, "primary", 32)
+            }],
+            ik,
+        ),
+        keyring(
+            "id: a float (1.5)",
+            vec![KeyringEntry {
+                id: Some(serde_json::json!(1.5)),
+                ..entry(1, h, "primary", 32)
+            }],
+            ik,
+        ),
+        keyring(
+            "status: absent",
+            vec![
+                entry(1, h, "primary", 32),
+                KeyringEntry {
+                    status: None,
+                    ..entry(2, h, "active", 32)
+                },
+            ],
+            ik,
+        ),
+        keyring(
+            "secret: no source at all, beside a primary",
+            vec![
+                entry(1, h, "primary", 32),
+                KeyringEntry {
+                    secret: None,
+                    ..entry(2, h, "active", 32)
+                },
+            ],
+            ik,
+        ),
+        keyring(
+            "secret: two sources (secret and secret_env)",
+            vec![KeyringEntry {
+                secret_env: Some("REQSTATE_VECTOR_KEY".into()),
+                ..entry(1, h, "primary", 32)
+            }],
+            ik,
+        ),
     ];
     let versioned = |name: &str, version: u64, fail: Option<&str>| KeyringVector {
         version: Some(version),
@@ -414,4 +475,89 @@ pub(super) fn policies() -> Vec<PolicyVector> {
             false,
         ),
     ]
+}
+
+/// The shared store's record lifetimes (FORMAT.md §5.1), each computed here
+/// from the formula in exact arithmetic and checked against the core's.
+pub(super) fn shared_lifetimes() -> Vec<SharedLifetimeVector> {
+    let cap: i128 = 1_000_000_000_000_000;
+    let formula = |expires_at: u64, now: u64, skew: u64| -> u64 {
+        let ms = (i128::from(expires_at) + 600 - i128::from(now)) * 1000 + 2 * i128::from(skew);
+        u64::try_from(ms.clamp(1000, cap)).expect("within u64")
+    };
+    let exp = NOW + 600;
+    let cases: Vec<(&str, u64, u64, u64)> = vec![
+        (
+            "§5.1 a token expiring in 600 s, recorded now, clocks 2000 ms apart",
+            exp,
+            NOW,
+            2000,
+        ),
+        (
+            "§5.1 recorded at expires_at + 599, the last second a 600-s leeway accepts",
+            exp,
+            exp + 599,
+            2000,
+        ),
+        ("§5.1 recorded at expires_at + 600", exp, exp + 600, 2000),
+        (
+            "§5.1 recorded at expires_at + 602: computed exactly, not from zero",
+            exp,
+            exp + 602,
+            2000,
+        ),
+        (
+            "§5.1 recorded at expires_at + 700: the floor of one second",
+            exp,
+            exp + 700,
+            2000,
+        ),
+        (
+            "§5.1 max_skew_ms 0 at expires_at + 600: the floor of one second",
+            exp,
+            exp + 600,
+            0,
+        ),
+        ("§5.1 max_skew_ms 60000", exp, NOW, 60_000),
+        (
+            "§5.1 the end of the clock: expires_at = now = 2^64 - 1, not saturated",
+            u64::MAX,
+            u64::MAX,
+            2000,
+        ),
+        (
+            "§5.1 one second under the cap of 10^15 ms",
+            1_000_000_000_000 - 605,
+            0,
+            2000,
+        ),
+        (
+            "§5.1 one second over the cap: 10^15 ms",
+            1_000_000_000_000 - 603,
+            0,
+            2000,
+        ),
+        (
+            "§5.1 expires_at 2^64 - 1 recorded at 0: the cap",
+            u64::MAX,
+            0,
+            2000,
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, expires_at, now, skew)| {
+            let lifetime_ms = formula(expires_at, now, skew);
+            let core =
+                reqstate::shared_record_lifetime(expires_at, now, Duration::from_millis(skew));
+            assert_eq!(u128::from(lifetime_ms), core.as_millis(), "{name}");
+            SharedLifetimeVector {
+                name: name.into(),
+                expires_at,
+                now,
+                max_skew_ms: skew,
+                lifetime_ms,
+            }
+        })
+        .collect()
 }
