@@ -34,6 +34,8 @@
 //! - [`table`] and [`pairs`]: the mint → verify table through every ordered
 //!   (minter, verifier) pair;
 //! - [`vectors`]: tests/vectors/v1.json through every implementation;
+//! - [`state_json`]: tests/vectors/state_json.json through the sidecar over
+//!   gRPC and every command line;
 //! - [`keyrings`]: v1.json's `keyrings` as keyring files through every
 //!   implementation (refused: exit 64; loaded: which key verifies and mints);
 //! - [`refusals`]: mint refusals in the core's order, and usage errors;

@@ -48,6 +48,10 @@ pub fn state_from_cbor(bytes: &[u8]) -> Result<ciborium::Value, String> {
     if bytes.is_empty() {
         return Err("empty: one CBOR data item is needed".into());
     }
+    // The form first, at any depth (ciborium's reader stops at 256 levels,
+    // which would hide what lies deeper): a state too deep that is also not
+    // in preferred serialization is a usage error, as everywhere else.
+    check_preferred_form(bytes)?;
     let mut rest = bytes;
     let value: ciborium::Value = match ciborium::from_reader(&mut rest) {
         Ok(value) => value,
@@ -72,6 +76,141 @@ pub fn state_from_cbor(bytes: &[u8]) -> Result<ciborium::Value, String> {
         ));
     }
     Ok(value)
+}
+
+/// `--state-cbor-hex`'s form (docs/CLI.md), checked over the bytes without
+/// recursion, so that it holds at any depth: exactly one well-formed item;
+/// definite lengths; integers, lengths and tags in their shortest heads;
+/// floats in the shortest of half, single and double precision that holds
+/// them exactly, NaN only as `f97e00`; no simple values but `false`, `true`
+/// and `null`; text strings UTF-8. Depth is the core's to judge.
+pub fn check_preferred_form(bytes: &[u8]) -> Result<(), String> {
+    let not_preferred = |at: usize, what: &str| {
+        Err(format!(
+            "not in preferred serialization (docs/CLI.md): {what} at byte {at}"
+        ))
+    };
+    let truncated = |at: usize| format!("not a well-formed CBOR data item: truncated at byte {at}");
+    let mut pos = 0usize;
+    // Items still to read in each open container, the outermost first.
+    let mut pending: Vec<u64> = vec![1];
+    while let Some(left) = pending.last_mut() {
+        if *left == 0 {
+            pending.pop();
+            continue;
+        }
+        *left -= 1;
+        let at = pos;
+        let initial = *bytes.get(pos).ok_or_else(|| truncated(at))?;
+        pos += 1;
+        let (major, info) = (initial >> 5, initial & 0x1f);
+        let width = match info {
+            0..=23 => 0,
+            24 => 1,
+            25 => 2,
+            26 => 4,
+            27 => 8,
+            31 => return not_preferred(at, "an indefinite length or a break"),
+            _ => {
+                return Err(format!(
+                    "not a well-formed CBOR data item: reserved additional information at byte {at}"
+                ));
+            }
+        };
+        let head = bytes.get(pos..pos + width).ok_or_else(|| truncated(at))?;
+        pos += width;
+        let arg = if width == 0 {
+            u64::from(info)
+        } else {
+            head.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b))
+        };
+        if major == 7 {
+            match info {
+                20..=22 => {}
+                25 if f16_is_nan(arg) && arg != 0x7e00 => {
+                    return not_preferred(at, "a NaN other than f97e00");
+                }
+                25 => {}
+                26 => {
+                    let x = f64::from(f32::from_bits(arg as u32));
+                    if x.is_nan() || fits_half(x) {
+                        return not_preferred(
+                            at,
+                            "a single-precision float that half precision holds",
+                        );
+                    }
+                }
+                27 => {
+                    let x = f64::from_bits(arg);
+                    if x.is_nan() || f64::from(x as f32) == x {
+                        return not_preferred(
+                            at,
+                            "a double-precision float that single precision holds",
+                        );
+                    }
+                }
+                _ => return not_preferred(at, "a simple value other than false, true and null"),
+            }
+            continue;
+        }
+        let least = match width {
+            1 => 24,
+            2 => 0x100,
+            4 => 0x1_0000,
+            8 => 0x1_0000_0000,
+            _ => 0,
+        };
+        if arg < least {
+            return not_preferred(at, "a head longer than its value needs");
+        }
+        match major {
+            0 | 1 => {}
+            2 | 3 => {
+                let end = usize::try_from(arg)
+                    .ok()
+                    .and_then(|n| pos.checked_add(n))
+                    .filter(|&end| end <= bytes.len())
+                    .ok_or_else(|| truncated(at))?;
+                if major == 3 && core::str::from_utf8(&bytes[pos..end]).is_err() {
+                    return Err(format!(
+                        "not a well-formed CBOR data item: text that is not UTF-8 at byte {at}"
+                    ));
+                }
+                pos = end;
+            }
+            4 => pending.push(arg),
+            5 => pending.push(arg.checked_mul(2).ok_or_else(|| truncated(at))?),
+            _ => pending.push(1),
+        }
+    }
+    if pos != bytes.len() {
+        return Err(format!(
+            "{} bytes follow the first CBOR data item",
+            bytes.len() - pos
+        ));
+    }
+    Ok(())
+}
+
+/// Whether half-precision bits are a NaN (exponent all ones, fraction not
+/// zero).
+fn f16_is_nan(bits: u64) -> bool {
+    bits & 0x7c00 == 0x7c00 && bits & 0x03ff != 0
+}
+
+/// Whether half precision holds `x` (not a NaN) exactly: zero, an infinity,
+/// or a multiple of its binade's half-precision quantum within range.
+fn fits_half(x: f64) -> bool {
+    let a = x.abs();
+    if a == 0.0 || a.is_infinite() {
+        return true;
+    }
+    if a > 65504.0 || a < 2f64.powi(-24) {
+        return false;
+    }
+    let exponent = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    let quantum = 2f64.powi(exponent.max(-14) - 10);
+    (a / quantum).fract() == 0.0
 }
 
 /// `value` with every NaN replaced by the quiet, positive NaN without
