@@ -138,10 +138,7 @@ pub(super) fn run_verify(
     ) -> Result<(u64, u64, String, Vec<u8>), Failure> {
         let binding = Binding::with_context_bytes(tool, context)
             .map_err(|e| Failure::at("binding")(e.into()))?;
-        let expected = match step {
-            Some(step) => binding.step(step),
-            None => binding.any_step(),
-        };
+        let expected = binding.expecting(step);
         let v = codec
             .verify::<T>(token, expected)
             .map_err(|e| Failure::at("verify")(e.into()))?;
@@ -162,10 +159,7 @@ pub(super) fn run_verify(
         ("verify", None) => {
             let binding = Binding::with_context_bytes(tool, &context)
                 .map_err(|e| Failure::at("binding")(e.into()))?;
-            let expected = match expected_step {
-                Some(step) => binding.step(step),
-                None => binding.any_step(),
-            };
+            let expected = binding.expecting(expected_step);
             let v = codec
                 .verify_raw(token, expected)
                 .map_err(|e| Failure::at("verify")(e.into()))?;
@@ -202,10 +196,7 @@ pub(super) fn run_consume(
     let result = (|| {
         let binding = Binding::with_context_bytes(tool, &context)
             .map_err(|e| Failure::at("binding")(e.into()))?;
-        let expected = match expected_step {
-            Some(step) => binding.step(step),
-            None => binding.any_step(),
-        };
+        let expected = binding.expecting(expected_step);
         // The state's exact bytes: the raw half, then the store (what
         // `Codec::consume` does, without decoding the state).
         let v = codec
@@ -272,10 +263,7 @@ fn consume_decoding_uint(file: &VectorFile, v: &InvalidVector) -> Result<(), Fai
     let before = store.records();
     let binding = Binding::with_context_bytes(&v.tool, &context)
         .map_err(|e| Failure::at("binding")(e.into()))?;
-    let expected = match &v.expected_step {
-        Some(step) => binding.step(step),
-        None => binding.any_step(),
-    };
+    let expected = binding.expecting(v.expected_step.as_deref());
     let result = codec
         .consume::<u64>(&v.token, expected, &store)
         .map(drop)

@@ -8,7 +8,7 @@ use super::codec::{default_vector_policy, random_for};
 use super::forge::{claims_body, deep, forge};
 use super::minted::Minted;
 use super::{NOW, REFERENCE_CONTEXT};
-use crate::schema::{AcceptedVector, ValidVector, VectorPolicy};
+use crate::schema::{AcceptedVector, SealedVector, ValidVector, VectorPolicy};
 
 /// `v`'s token verified at `now` (default policy, no expected step) to its
 /// claims, `state` being its state's bytes.
@@ -35,6 +35,34 @@ pub(super) fn accept_claims(v: &ValidVector, name: &str, now: u64, state: &[u8])
     }
 }
 
+/// An unseal of `s` that succeeds, under `policy`.
+pub(super) fn unseal_accepted(
+    s: &SealedVector,
+    name: &str,
+    policy: Option<VectorPolicy>,
+) -> AcceptedVector {
+    AcceptedVector {
+        name: name.into(),
+        operation: "unseal".into(),
+        token: s.token.clone(),
+        tool: String::new(),
+        context: s.aad.clone(),
+        expected_step: None,
+        now: s.now,
+        policy,
+        decode_as: None,
+        issued_at: None,
+        expires_at: None,
+        step: None,
+        state_cbor: None,
+        payload: Some(s.payload.clone()),
+        key_id: None,
+        spent: Vec::new(),
+        spent_record: None,
+        record_until: None,
+    }
+}
+
 /// The accepted verifies and unseals, in file order (the single-use family
 /// appends its consumes).
 pub(super) fn accepted(m: &Minted) -> Vec<AcceptedVector> {
@@ -46,24 +74,11 @@ pub(super) fn accepted(m: &Minted) -> Vec<AcceptedVector> {
     let accept_token =
         |name: &str, token: &str, now: u64, step: &str, iat: u64, exp: u64, state: &[u8]| {
             AcceptedVector {
-                name: name.into(),
-                operation: "verify".into(),
                 token: token.into(),
-                tool: hmac.tool.clone(),
-                context: hex::encode(REFERENCE_CONTEXT),
-                expected_step: None,
-                now,
-                policy: None,
-                decode_as: None,
                 issued_at: Some(iat),
                 expires_at: Some(exp),
                 step: Some(step.into()),
-                state_cbor: Some(hex::encode(state)),
-                payload: None,
-                key_id: None,
-                spent: Vec::new(),
-                spent_record: None,
-                record_until: None,
+                ..accept_claims(hmac, name, now, state)
             }
         };
     accepted.push(accept_token(
@@ -274,26 +289,7 @@ pub(super) fn accepted(m: &Minted) -> Vec<AcceptedVector> {
         )
     });
     for s in sealed {
-        accepted.push(AcceptedVector {
-            name: format!("unseal: {}", s.name),
-            operation: "unseal".into(),
-            token: s.token.clone(),
-            tool: String::new(),
-            context: s.aad.clone(),
-            expected_step: None,
-            now: s.now,
-            policy: None,
-            decode_as: None,
-            issued_at: None,
-            expires_at: None,
-            step: None,
-            state_cbor: None,
-            payload: Some(s.payload.clone()),
-            key_id: None,
-            spent: Vec::new(),
-            spent_record: None,
-            record_until: None,
-        });
+        accepted.push(unseal_accepted(s, &format!("unseal: {}", s.name), None));
     }
 
     accepted

@@ -7,7 +7,7 @@
 //! random source. Claims bodies at head boundaries are in `bodies` and
 //! `accepted`, beside the others.
 
-use super::accepted::accept_claims;
+use super::accepted::{accept_claims, unseal_accepted};
 use super::codec::{aad, minting_codec, nonce_in, random_for, record_name};
 use super::forge::{claims_body, deep, forge, with_key_id};
 use super::invalid::invalid;
@@ -76,30 +76,6 @@ fn unseal_refused(s: &SealedVector, name: &str, token: String, reason: &str) -> 
         decode_as: None,
         spent: Vec::new(),
         expect_fail: reason.into(),
-    }
-}
-
-/// An unseal of `s` that succeeds, under `policy`.
-fn unseal_accepted(s: &SealedVector, name: &str, policy: Option<VectorPolicy>) -> AcceptedVector {
-    AcceptedVector {
-        name: name.into(),
-        operation: "unseal".into(),
-        token: s.token.clone(),
-        tool: String::new(),
-        context: s.aad.clone(),
-        expected_step: None,
-        now: s.now,
-        policy,
-        decode_as: None,
-        issued_at: None,
-        expires_at: None,
-        step: None,
-        state_cbor: None,
-        payload: Some(s.payload.clone()),
-        key_id: None,
-        spent: Vec::new(),
-        spent_record: None,
-        record_until: None,
     }
 }
 
@@ -384,22 +360,7 @@ pub(super) fn edges(
     });
 
     // Minting and sealing: what is refused, and in which order.
-    let base = MintInvalidVector {
-        name: String::new(),
-        operation: "mint".into(),
-        key_id: 1,
-        tool: hmac.tool.clone(),
-        step: hmac.step.clone(),
-        state_cbor: hmac.state_cbor.clone(),
-        payload: String::new(),
-        ttl: 600,
-        context: hex::encode(REFERENCE_CONTEXT),
-        now: NOW,
-        random: String::new(),
-        policy: None,
-        single_use: false,
-        expect_fail: String::new(),
-    };
+    let base = super::mint_invalid::mint_base(hmac);
     let mk = |name: &str, reason: &str, f: &dyn Fn(&mut MintInvalidVector)| {
         let mut v = base.clone();
         v.name = name.into();

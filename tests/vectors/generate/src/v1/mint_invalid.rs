@@ -8,13 +8,12 @@ use super::codec::default_vector_policy;
 use super::forge::deep;
 use super::minted::Minted;
 use super::{NOW, REFERENCE_CONTEXT};
-use crate::schema::{MintInvalidVector, VectorPolicy};
+use crate::schema::{MintInvalidVector, ValidVector, VectorPolicy};
 
-/// The refused mints and seals, in file order (the single-use family
-/// appends its own).
-pub(super) fn mint_invalid(m: &Minted) -> Vec<MintInvalidVector> {
-    let hmac = m.hmac();
-    let mint_base = MintInvalidVector {
+/// A mint of `hmac`'s claims under key 1 at [`NOW`], no random bytes, to be
+/// changed into a refused one (its name and reason left empty).
+pub(super) fn mint_base(hmac: &ValidVector) -> MintInvalidVector {
+    MintInvalidVector {
         name: String::new(),
         operation: "mint".into(),
         key_id: 1,
@@ -29,7 +28,13 @@ pub(super) fn mint_invalid(m: &Minted) -> Vec<MintInvalidVector> {
         policy: None,
         single_use: false,
         expect_fail: String::new(),
-    };
+    }
+}
+
+/// The refused mints and seals, in file order (the single-use family
+/// appends its own).
+pub(super) fn mint_invalid(m: &Minted) -> Vec<MintInvalidVector> {
+    let mint_base = mint_base(m.hmac());
     let small = Some(VectorPolicy {
         max_token_len: Some(64),
         ..default_vector_policy()

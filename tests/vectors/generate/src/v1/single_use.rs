@@ -489,20 +489,8 @@ pub(super) fn single_use_rules(
     // The single-use mint order (FORMAT.md §8): the token id is drawn after
     // check 4, under either algorithm.
     let base = MintInvalidVector {
-        name: String::new(),
-        operation: "mint".into(),
-        key_id: 1,
-        tool: hmac.tool.clone(),
-        step: hmac.step.clone(),
-        state_cbor: hmac.state_cbor.clone(),
-        payload: String::new(),
-        ttl: 600,
-        context: hex::encode(REFERENCE_CONTEXT),
-        now: NOW,
-        random: String::new(),
-        policy: None,
         single_use: true,
-        expect_fail: String::new(),
+        ..super::mint_invalid::mint_base(hmac)
     };
     let mk = |name: &str, expect: &str, f: &dyn Fn(&mut MintInvalidVector)| {
         let mut v = base.clone();
