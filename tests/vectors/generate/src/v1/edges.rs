@@ -8,10 +8,10 @@
 //! `accepted`, beside the others.
 
 use super::accepted::{accept_claims, unseal_accepted};
-use super::codec::{aad, minting_codec, nonce_in, random_for, record_name};
+use super::codec::record_name;
 use super::forge::{claims_body, deep, forge, with_key_id};
 use super::invalid::invalid;
-use super::minted::{Minted, mint_vector_at, reference};
+use super::minted::{Minted, mint_vector_at, reference, seal_vector};
 use super::{NOW, REFERENCE_CONTEXT};
 use crate::schema::{
     AcceptedVector, InvalidVector, MintInvalidVector, SealedVector, ValidVector, VectorPolicy,
@@ -30,37 +30,6 @@ fn policy(f: impl FnOnce(&mut VectorPolicy)) -> Option<VectorPolicy> {
 }
 
 const B64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// A sealed vector under `key_id` (its only, primary key) at [`NOW`].
-fn seal_vector(
-    m: &Minted,
-    name: &str,
-    key_id: u32,
-    payload: &[u8],
-    aad_bytes: &[u8],
-    policy: Option<VectorPolicy>,
-) -> SealedVector {
-    let random = random_for(&m.keys, key_id, 9);
-    let codec = minting_codec(
-        &m.keys,
-        key_id,
-        NOW,
-        &random,
-        super::codec::policy_of(policy),
-    );
-    let token = codec.seal(payload, aad(aad_bytes)).expect("seal").token;
-    SealedVector {
-        name: name.into(),
-        key_id,
-        now: NOW,
-        payload: hex::encode(payload),
-        aad: hex::encode(aad_bytes),
-        random: hex::encode(&random),
-        nonce: nonce_in(&token),
-        token,
-        policy,
-    }
-}
 
 /// An unseal of `s`'s token, `token` in its place, refused with `reason`.
 fn unseal_refused(s: &SealedVector, name: &str, token: String, reason: &str) -> InvalidVector {
@@ -146,9 +115,10 @@ pub(super) fn edges(
     ));
     // Step 0 (unseal) and sealing: an aad of exactly 65536 bytes.
     extra.sealed.push(seal_vector(
-        m,
+        &m.keys,
         "sealed payload with an aad of 65536 bytes, the most",
         1,
+        9,
         b"payload",
         &ctx,
         None,
@@ -157,9 +127,10 @@ pub(super) fn edges(
     let s1 = &m.sealed[0];
     let at_limit = policy(|p| p.max_token_len = Some(s1.token.len()));
     extra.sealed.push(seal_vector(
-        m,
+        &m.keys,
         "sealed payload under key 1, exactly max_token_len characters",
         1,
+        9,
         &hex::decode(&s1.payload).expect("hex"),
         &hex::decode(&s1.aad).expect("hex"),
         at_limit,
@@ -185,7 +156,7 @@ pub(super) fn edges(
         with_key_id(&s1.token, &[5]),
         "unknown_key",
     ));
-    let under_retired = seal_vector(m, "", 3, b"payload", b"aad", None);
+    let under_retired = seal_vector(&m.keys, "", 3, 9, b"payload", b"aad", None);
     bad.push(unseal_refused(
         &under_retired,
         "step 7: unseal, a genuine payload under retired key 3",

@@ -233,27 +233,41 @@ fn sealed(keys: &[VectorKey]) -> Vec<SealedVector> {
     ]
     .into_iter()
     .map(|(key_id, seed, payload)| {
-        let random = random_for(keys, key_id, seed);
-        let codec = minting_codec(keys, key_id, NOW, &random, Policy::new());
-        let aad_bytes = b"tools/call";
-        let token = codec.seal(payload, aad(aad_bytes)).expect("seal").token;
-        SealedVector {
-            name: if payload.is_empty() {
-                format!("empty sealed payload under key {key_id} (the shortest token)")
-            } else {
-                format!("sealed payload under key {key_id}")
-            },
-            key_id,
-            now: NOW,
-            payload: hex::encode(payload),
-            aad: hex::encode(aad_bytes),
-            random: hex::encode(&random),
-            nonce: nonce_in(&token),
-            token,
-            policy: None,
-        }
+        let name = if payload.is_empty() {
+            format!("empty sealed payload under key {key_id} (the shortest token)")
+        } else {
+            format!("sealed payload under key {key_id}")
+        };
+        seal_vector(keys, &name, key_id, seed, payload, b"tools/call", None)
     })
     .collect::<Vec<_>>()
+}
+
+/// A sealed vector under `key_id` (its only, primary key) at [`NOW`], the
+/// random bytes drawn from `seed`, under `policy` (the default if `None`).
+pub(super) fn seal_vector(
+    keys: &[VectorKey],
+    name: &str,
+    key_id: u32,
+    seed: u8,
+    payload: &[u8],
+    aad_bytes: &[u8],
+    policy: Option<VectorPolicy>,
+) -> SealedVector {
+    let random = random_for(keys, key_id, seed);
+    let codec = minting_codec(keys, key_id, NOW, &random, policy_of(policy));
+    let token = codec.seal(payload, aad(aad_bytes)).expect("seal").token;
+    SealedVector {
+        name: name.into(),
+        key_id,
+        now: NOW,
+        payload: hex::encode(payload),
+        aad: hex::encode(aad_bytes),
+        random: hex::encode(&random),
+        nonce: nonce_in(&token),
+        token,
+        policy,
+    }
 }
 
 /// The `single_use` vectors (FORMAT.md §5.1, kind 2).
