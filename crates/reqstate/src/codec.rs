@@ -24,7 +24,7 @@ use crate::policy::Policy;
 use crate::random::SecureRandom;
 use crate::single_use::{Redemption, ReplayStore, SpentId};
 use crate::token::{TOKEN_BASE64, UntrustedToken, header_byte, push_key_id};
-use crate::types::{KeyStatus, MAX_STEP_LEN, TOKEN_ID_LEN, TokenKind};
+use crate::types::{MAX_STEP_LEN, TOKEN_ID_LEN, TokenKind};
 
 /// Mints and verifies requestState tokens.
 ///
@@ -224,7 +224,7 @@ impl Codec {
         let expires_at = issued_at.checked_add(lifetime).ok_or(InvalidArgument(
             "the clock reading plus the ttl overflows 64 bits",
         ))?;
-        let key = self.keyring.primary();
+        let key = self.keyring.minting_key(issued_at);
         let mut out = Vec::with_capacity(96 + step.len());
         let prefix_len = push_prefix(&mut out, kind, key);
         crypto::start(&key.material, &mut out);
@@ -366,7 +366,10 @@ impl Codec {
         expected: Expected<'_>,
         decode: impl FnOnce(&[u8]) -> Result<T, Refusal>,
     ) -> Result<Checked<T>, Refusal> {
-        let (mut parsed, key) = self.find_key(token, kind)?;
+        // One clock reading for the key's retirement (step 6) and the
+        // lifetime checks (steps 11-12).
+        let now = self.clock.now();
+        let (mut parsed, key) = self.find_key(token, kind, now)?;
         let body = crypto::open(
             &key.material,
             &mut parsed.bytes,
@@ -388,7 +391,6 @@ impl Codec {
                 max: self.policy.max_lifetime(),
             });
         }
-        let now = self.clock.now();
         let leeway = self.policy.clock_leeway();
         if claims.issued_at > now.saturating_add(leeway) {
             return Err(Refusal::NotYetValid {
@@ -418,12 +420,12 @@ impl Codec {
         Ok((verified, claims.token_id, now))
     }
 
-    /// Seals an opaque payload under the primary key, bound to `aad`. No
+    /// Seals an opaque payload under the key that mints now, bound to `aad`. No
     /// expiry or claims: for SDKs that stamp and check their own (the Python
     /// `mcp` SDK's `RequestStateCodec`). A sealed token never verifies as a
     /// state token, nor the reverse.
     pub fn seal(&self, payload: &[u8], aad: Aad<'_>) -> Result<Sealed, MintError> {
-        let key = self.keyring.primary();
+        let key = self.keyring.minting_key(self.clock.now());
         let mut out = Vec::with_capacity(64 + payload.len());
         let prefix_len = push_prefix(&mut out, TokenKind::Sealed, key);
         crypto::start(&key.material, &mut out);
@@ -446,7 +448,7 @@ impl Codec {
         token: UntrustedToken,
         aad: Aad<'_>,
     ) -> Result<Unsealed, Refusal> {
-        let (mut parsed, key) = self.find_key(token, TokenKind::Sealed)?;
+        let (mut parsed, key) = self.find_key(token, TokenKind::Sealed, self.clock.now())?;
         let body = crypto::open(
             &key.material,
             &mut parsed.bytes,
@@ -465,11 +467,13 @@ impl Codec {
     /// Finds the key of a parsed token, applying every check that comes
     /// before the tag (FORMAT.md §8 steps 5–7): the length under this
     /// codec's policy (the token may have been parsed under another), kind,
-    /// unknown key, retired key, algorithm.
+    /// unknown key, retired key (by status, or by its `retire_at` at `now`),
+    /// algorithm.
     fn find_key(
         &self,
         token: UntrustedToken,
         kind: TokenKind,
+        now: u64,
     ) -> Result<(UntrustedToken, &Key), Refusal> {
         if token.encoded_len > self.policy.max_token_len() {
             return Err(Refusal::TooLarge {
@@ -492,7 +496,7 @@ impl Codec {
             .keyring
             .get(token.key_id)
             .ok_or(Refusal::UnknownKey(token.key_id))?;
-        if key.status() == KeyStatus::Retired {
+        if key.is_retired_at(now) {
             return Err(Refusal::RetiredKey(token.key_id));
         }
         if key.algorithm() != token.algorithm {

@@ -10,7 +10,9 @@ use hashbrown::HashMap;
 use zeroize::Zeroizing;
 
 use crate::crypto::Material;
+use crate::datetime::rfc3339_utc;
 use crate::error::{KeyringError, RandomnessUnavailable};
+use crate::policy::Policy;
 use crate::random::SecureRandom;
 use crate::types::{Algorithm, KeyId, KeyStatus, MAX_SECRET_LEN, MIN_SECRET_LEN};
 
@@ -112,6 +114,9 @@ pub struct KeySpec {
     algorithm: Algorithm,
     status: KeyStatus,
     created_at: Option<u64>,
+    mint_from: Option<u64>,
+    retire_at: Option<u64>,
+    line: Option<usize>,
     secret: Secret,
 }
 
@@ -125,6 +130,9 @@ impl KeySpec {
             algorithm,
             status,
             created_at: None,
+            mint_from: None,
+            retire_at: None,
+            line: None,
             secret,
         }
     }
@@ -132,6 +140,29 @@ impl KeySpec {
     /// When the key was made, in unix seconds. Informational.
     pub fn created_at(mut self, unix_seconds: u64) -> Self {
         self.created_at = Some(unix_seconds);
+        self
+    }
+
+    /// The instant, in unix seconds, from which this key mints (docs/KEYRING.md,
+    /// "Keys on a schedule"): before it, it only verifies. Only for a key
+    /// whose status is [`KeyStatus::Active`]; checked by [`Keyring::new`].
+    pub fn mint_from(mut self, unix_seconds: u64) -> Self {
+        self.mint_from = Some(unix_seconds);
+        self
+    }
+
+    /// The instant, in unix seconds, from which this key's tokens are refused
+    /// as [`Refusal::RetiredKey`](crate::Refusal::RetiredKey). Not for a key
+    /// whose status is already [`KeyStatus::Retired`]; checked by
+    /// [`Keyring::new`] and, against a policy, by [`Keyring::check_schedule`].
+    pub fn retire_at(mut self, unix_seconds: u64) -> Self {
+        self.retire_at = Some(unix_seconds);
+        self
+    }
+
+    /// The line of the keyring file the key comes from, for error messages.
+    pub(crate) fn line(mut self, line: usize) -> Self {
+        self.line = Some(line);
         self
     }
 
@@ -147,6 +178,9 @@ pub struct Key {
     algorithm: Algorithm,
     status: KeyStatus,
     created_at: Option<u64>,
+    mint_from: Option<u64>,
+    retire_at: Option<u64>,
+    line: Option<usize>,
     pub(crate) material: Material,
 }
 
@@ -159,6 +193,9 @@ impl Key {
             algorithm,
             status,
             created_at,
+            mint_from,
+            retire_at,
+            line,
             secret,
         } = spec;
         if secret.len() < MIN_SECRET_LEN {
@@ -182,6 +219,9 @@ impl Key {
             algorithm,
             status,
             created_at,
+            mint_from,
+            retire_at,
+            line,
             material,
         })
     }
@@ -196,7 +236,9 @@ impl Key {
         self.algorithm
     }
 
-    /// The key's status.
+    /// The key's status as the keyring file writes it. What the key does at
+    /// a given instant also depends on its schedule: see
+    /// [`Keyring::status_at`].
     pub fn status(&self) -> KeyStatus {
         self.status
     }
@@ -204,6 +246,23 @@ impl Key {
     /// When the key was made, in unix seconds, if the keyring says.
     pub fn created_at(&self) -> Option<u64> {
         self.created_at
+    }
+
+    /// The instant (unix seconds) from which the key mints, if it is scheduled to.
+    pub fn mint_from(&self) -> Option<u64> {
+        self.mint_from
+    }
+
+    /// The instant (unix seconds) from which the key's tokens are refused, if scheduled.
+    pub fn retire_at(&self) -> Option<u64> {
+        self.retire_at
+    }
+
+    /// Whether the key's tokens are refused at `now` (unix seconds): its
+    /// status is retired, or its `retire_at` has come.
+    #[inline]
+    pub fn is_retired_at(&self, now: u64) -> bool {
+        self.status == KeyStatus::Retired || self.retire_at.is_some_and(|at| now >= at)
     }
 }
 
@@ -214,12 +273,21 @@ impl fmt::Debug for Key {
             .field("algorithm", &self.algorithm)
             .field("status", &self.status)
             .field("created_at", &self.created_at)
+            .field("mint_from", &self.mint_from)
+            .field("retire_at", &self.retire_at)
             .finish_non_exhaustive()
     }
 }
 
 /// The keys a codec mints and verifies with: exactly one primary, any number
-/// of active and retired keys, looked up by id in O(1).
+/// of active and retired keys, looked up by id in O(1), and the schedule
+/// that hands minting from one key to the next (docs/KEYRING.md, "Keys on a
+/// schedule").
+///
+/// Which key mints, and which keys' tokens are refused, is a pure function
+/// of the keyring and the instant: [`Keyring::minting_key`] and
+/// [`Key::is_retired_at`]. A keyring therefore needs no reload when a
+/// scheduled key takes over or retires.
 ///
 /// A token names its key by id; an unknown id fails at once, without trying
 /// other keys. A keyring is immutable: rotation builds a new one and swaps it in
@@ -227,25 +295,78 @@ impl fmt::Debug for Key {
 pub struct Keyring {
     keys: HashMap<KeyId, Key>,
     primary: KeyId,
+    /// The scheduled keys, `(mint_from, id)` in increasing `mint_from`: the
+    /// mint order after the primary.
+    schedule: Vec<(u64, KeyId)>,
+}
+
+/// One change of a keyring's schedule: a key starts minting, or retires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Transition {
+    /// The instant, in unix seconds.
+    pub at: u64,
+    /// The key it is about.
+    pub key_id: KeyId,
+    /// What happens to the key at that instant.
+    pub kind: TransitionKind,
+}
+
+/// What a [`Transition`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransitionKind {
+    /// The key becomes the one that mints (its `mint_from`).
+    StartsMinting,
+    /// The key's tokens are refused from now on (its `retire_at`).
+    Retires,
+}
+
+fn instant(at: u64) -> String {
+    rfc3339_utc(at)
 }
 
 impl Keyring {
-    /// Builds a keyring from key specs, refusing duplicate ids and anything
-    /// but exactly one primary key.
+    /// Builds a keyring from key specs, refusing duplicate ids, anything but
+    /// exactly one primary key, and a schedule that leaves an instant with
+    /// no key to mint (docs/KEYRING.md, "Keys on a schedule"): a
+    /// `mint_from` on a key that is not active, a `retire_at` on a retired
+    /// key, two keys starting to mint at the same instant, a minting key
+    /// retired before its successor takes over, or a retirement of the last
+    /// key in the mint order. Whether retirements leave the tokens already
+    /// minted enough time is a question of the policy: see
+    /// [`Keyring::check_schedule`].
     pub fn new(specs: impl IntoIterator<Item = KeySpec>) -> Result<Self, KeyringError> {
         let mut keys = HashMap::new();
         let mut primary = None;
+        let mut schedule = Vec::new();
         for spec in specs {
             let key = Key::new(spec)?;
             let id = key.id;
+            let here = |e: KeyringError| e.at(key.line, Some(id));
             if key.status == KeyStatus::Primary {
                 if let Some(other) = primary {
-                    return Err(KeyringError::new(alloc::format!(
+                    return Err(here(KeyringError::new(alloc::format!(
                         "more than one primary key (keys {other} and {id}); exactly one mints"
-                    ))
-                    .at(None, Some(id)));
+                    ))));
                 }
                 primary = Some(id);
+            }
+            if let Some(at) = key.mint_from {
+                if key.status != KeyStatus::Active {
+                    return Err(here(KeyringError::new(alloc::format!(
+                        "`mint_from` is for a key with status = \"active\" (one that verifies \
+                         until it starts minting), not \"{}\"",
+                        key.status
+                    ))));
+                }
+                schedule.push((at, id));
+            }
+            if key.retire_at.is_some() && key.status == KeyStatus::Retired {
+                return Err(here(KeyringError::new(
+                    "`retire_at` on a key with status = \"retired\": it is retired already; \
+                     remove one of the two",
+                )));
             }
             if keys.insert(id, key).is_some() {
                 return Err(KeyringError::new("duplicate key id").at(None, Some(id)));
@@ -254,7 +375,108 @@ impl Keyring {
         let primary = primary.ok_or_else(|| {
             KeyringError::new("no primary key; exactly one key must have status = \"primary\"")
         })?;
-        Ok(Keyring { keys, primary })
+        schedule.sort_unstable();
+        let ring = Keyring {
+            keys,
+            primary,
+            schedule,
+        };
+        ring.check_mint_order()?;
+        Ok(ring)
+    }
+
+    /// The keys in mint order: the primary, then the scheduled keys by `mint_from`.
+    fn mint_order(&self) -> impl Iterator<Item = &Key> {
+        core::iter::once(self.primary)
+            .chain(self.schedule.iter().map(|&(_, id)| id))
+            .map(|id| &self.keys[&id])
+    }
+
+    /// The structural rules of the schedule: every instant has a key that
+    /// mints and is not retired.
+    fn check_mint_order(&self) -> Result<(), KeyringError> {
+        for pair in self.schedule.windows(2) {
+            let ((at, first), (next_at, second)) = (pair[0], pair[1]);
+            if at == next_at {
+                let line = self.keys[&first].line;
+                return Err(KeyringError::new(alloc::format!(
+                    "mint_from {} is also key {first}'s{}: two keys cannot start minting at \
+                     the same instant",
+                    instant(at),
+                    line.map(|l| alloc::format!(" (line {l})"))
+                        .unwrap_or_default()
+                ))
+                .at(self.keys[&second].line, Some(second)));
+            }
+        }
+        let order: Vec<&Key> = self.mint_order().collect();
+        for (i, key) in order.iter().enumerate() {
+            let Some(retire_at) = key.retire_at else {
+                continue;
+            };
+            let here = |message: String| KeyringError::new(message).at(key.line, Some(key.id));
+            match order.get(i + 1) {
+                None => {
+                    return Err(here(alloc::format!(
+                        "retire_at {}: key {} is the last key to mint, so no key would mint \
+                         from then; schedule a successor first (reqstate keys rotate)",
+                        instant(retire_at),
+                        key.id
+                    )));
+                }
+                Some(next) => {
+                    // Every key after the primary has a mint_from.
+                    let takeover = next.mint_from.unwrap_or(0);
+                    if retire_at < takeover {
+                        return Err(here(alloc::format!(
+                            "retire_at {} comes before key {} takes over (mint_from {}): no key \
+                             would mint in between",
+                            instant(retire_at),
+                            next.id,
+                            instant(takeover)
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that no scheduled retirement refuses a token while it is
+    /// live under `policy`: a key that mints until its successor takes over
+    /// at instant `S` mints tokens accepted until `S + max lifetime + clock
+    /// leeway`, so its `retire_at` must be at least that. Loaders call this
+    /// with the policy they serve (the sidecar, the command line, the Python
+    /// and TypeScript packages); [`Keyring::new`] cannot, as a keyring has
+    /// no policy. A key retired by its status is cut off at once, by
+    /// design, and is not checked.
+    pub fn check_schedule(&self, policy: &Policy) -> Result<(), KeyringError> {
+        let live = policy.max_lifetime().saturating_add(policy.clock_leeway());
+        let order: Vec<&Key> = self.mint_order().collect();
+        for pair in order.windows(2) {
+            let (key, next) = (pair[0], pair[1]);
+            let (Some(retire_at), Some(takeover)) = (key.retire_at, next.mint_from) else {
+                continue;
+            };
+            let safe = takeover.saturating_add(live);
+            if retire_at < safe {
+                return Err(KeyringError::new(alloc::format!(
+                    "retire_at {} refuses live tokens: key {} mints until key {} takes over at \
+                     {}, and its last tokens are accepted until {} (max lifetime {} s + clock \
+                     leeway {} s); retire it at {} or later",
+                    instant(retire_at),
+                    key.id,
+                    next.id,
+                    instant(takeover),
+                    instant(safe),
+                    policy.max_lifetime(),
+                    policy.clock_leeway(),
+                    instant(safe)
+                ))
+                .at(key.line, Some(key.id)));
+            }
+        }
+        Ok(())
     }
 
     /// A keyring of one fresh primary key, id 1: for tests and `serve --dev`.
@@ -272,13 +494,74 @@ impl Keyring {
         let primary = key.id;
         let mut keys = HashMap::new();
         keys.insert(primary, key);
-        Ok(Keyring { keys, primary })
+        Ok(Keyring {
+            keys,
+            primary,
+            schedule: Vec::new(),
+        })
     }
 
-    /// The key that mints.
+    /// The key whose status is primary: the one that mints until the first
+    /// scheduled key takes over. Which key mints at an instant is
+    /// [`Keyring::minting_key`].
     pub fn primary(&self) -> &Key {
         // Invariant of construction: the primary id is always present.
         &self.keys[&self.primary]
+    }
+
+    /// The key that mints at `now` (unix seconds): the last key of the mint
+    /// order (the primary, then the scheduled keys by `mint_from`) whose
+    /// `mint_from` has come. [`Keyring::new`] made sure it is not retired.
+    #[inline]
+    pub fn minting_key(&self, now: u64) -> &Key {
+        let started = self.schedule.partition_point(|&(at, _)| at <= now);
+        let id = match started.checked_sub(1) {
+            None => self.primary,
+            Some(last) => self.schedule[last].1,
+        };
+        // Invariant of construction: every scheduled id is present.
+        &self.keys[&id]
+    }
+
+    /// What a key does at `now`: [`KeyStatus::Primary`] if it is the
+    /// minting key, [`KeyStatus::Retired`] if its tokens are refused,
+    /// [`KeyStatus::Active`] otherwise (it verifies only).
+    pub fn status_at(&self, key: &Key, now: u64) -> KeyStatus {
+        if key.is_retired_at(now) {
+            KeyStatus::Retired
+        } else if self.minting_key(now).id == key.id {
+            KeyStatus::Primary
+        } else {
+            KeyStatus::Active
+        }
+    }
+
+    /// Every scheduled instant of the keyring, in order: keys starting to
+    /// mint and keys retiring. Ties list the retirement after the takeover.
+    pub fn transitions(&self) -> Vec<Transition> {
+        let mut all: Vec<Transition> = self
+            .schedule
+            .iter()
+            .map(|&(at, key_id)| Transition {
+                at,
+                key_id,
+                kind: TransitionKind::StartsMinting,
+            })
+            .chain(self.keys.values().filter_map(|k| {
+                k.retire_at.map(|at| Transition {
+                    at,
+                    key_id: k.id,
+                    kind: TransitionKind::Retires,
+                })
+            }))
+            .collect();
+        all.sort_by_key(|t| (t.at, t.kind == TransitionKind::Retires, t.key_id));
+        all
+    }
+
+    /// The first transition strictly after `now`, if any.
+    pub fn next_transition(&self, now: u64) -> Option<Transition> {
+        self.transitions().into_iter().find(|t| t.at > now)
     }
 
     /// The key with this id, whatever its status.
@@ -308,6 +591,7 @@ impl fmt::Debug for Keyring {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Keyring")
             .field("primary", &self.primary)
+            .field("schedule", &self.schedule)
             .field("keys", &self.keys())
             .finish()
     }

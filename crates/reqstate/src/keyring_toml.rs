@@ -84,8 +84,8 @@ impl Keyring {
 // errors quote the value ("invalid type: string \"…\"").
 
 /// The fields of a `[[key]]` table.
-const ENTRY_FIELDS: &str =
-    "`id`, `algorithm`, `status`, `created`, `secret`, `secret_file`, `secret_env`";
+const ENTRY_FIELDS: &str = "`id`, `algorithm`, `status`, `created`, `mint_from`, `retire_at`, \
+     `secret`, `secret_file`, `secret_env`";
 
 /// One `[[key]]` table, its values checked for type but not yet for meaning.
 #[derive(Default)]
@@ -94,6 +94,8 @@ struct Entry<'a> {
     algorithm: Option<&'a str>,
     status: Option<&'a str>,
     created: Option<toml::value::Datetime>,
+    mint_from: Option<toml::value::Datetime>,
+    retire_at: Option<toml::value::Datetime>,
     secret: Option<&'a str>,
     secret_file: Option<&'a str>,
     secret_env: Option<&'a str>,
@@ -257,7 +259,9 @@ fn parse(source: &str, secrets: &dyn SecretSource) -> Result<Keyring, KeyringErr
             .at(Some(line), None));
         };
         let entry = read_entry(source, fields).map_err(|e| e.at(Some(line), None))?;
-        let spec = entry_to_spec(entry, secrets).map_err(|e| e.at(Some(line), None))?;
+        let spec = entry_to_spec(entry, secrets)
+            .map_err(|e| e.at(Some(line), None))?
+            .line(line);
         lines.push((spec.id(), line));
         specs.push(spec);
     }
@@ -313,17 +317,22 @@ fn read_entry<'t>(source: &str, fields: &'t DeTable<'_>) -> Result<Entry<'t>, Ke
             "secret" => entry.secret = Some(string()?),
             "secret_file" => entry.secret_file = Some(string()?),
             "secret_env" => entry.secret_env = Some(string()?),
-            "created" => match value.get_ref() {
-                DeValue::Datetime(dt) => entry.created = Some(*dt),
-                other => {
+            "created" | "mint_from" | "retire_at" => {
+                let DeValue::Datetime(dt) = value.get_ref() else {
                     return Err(KeyringError::new(format!(
-                        "`created` must be a TOML date-time such as 2026-11-30T12:00:00Z \
+                        "`{field}` must be a TOML date-time such as 2026-11-30T12:00:00Z \
                          (unquoted), not {} (the value is not shown)",
-                        kind(other)
+                        kind(value.get_ref())
                     ))
                     .at(line, None));
-                }
-            },
+                };
+                let slot = match field {
+                    "created" => &mut entry.created,
+                    "mint_from" => &mut entry.mint_from,
+                    _ => &mut entry.retire_at,
+                };
+                *slot = Some(*dt);
+            }
             other => {
                 return Err(KeyringError::new(format!(
                     "unknown field {}, expected one of {ENTRY_FIELDS}",
@@ -367,10 +376,29 @@ fn entry_to_spec(entry: Entry<'_>, secrets: &dyn SecretSource) -> Result<KeySpec
              expected \"primary\", \"active\" or \"retired\"",
         ))
     })?;
-    let created_at = match entry.created {
-        None => None,
-        Some(dt) => Some(datetime_to_unix(&dt).map_err(|m| with_id(KeyringError::new(m)))?),
+    let instant = |field: &str, dt: Option<toml::value::Datetime>| match dt {
+        None => Ok(None),
+        Some(dt) => datetime_to_unix(field, &dt)
+            .map(Some)
+            .map_err(|m| with_id(KeyringError::new(m))),
     };
+    let created_at = instant("created", entry.created)?;
+    let mint_from = instant("mint_from", entry.mint_from)?;
+    let retire_at = instant("retire_at", entry.retire_at)?;
+    for (field, dt) in [
+        ("mint_from", entry.mint_from),
+        ("retire_at", entry.retire_at),
+    ] {
+        if dt
+            .and_then(|dt| dt.time)
+            .and_then(|t| t.nanosecond)
+            .is_some_and(|n| n != 0)
+        {
+            return Err(with_id(KeyringError::new(format!(
+                "`{field}` must be a whole second (a schedule counts in seconds, as tokens do)"
+            ))));
+        }
+    }
     let secret = match (entry.secret, entry.secret_file, entry.secret_env) {
         (Some(text), None, None) => Secret::from_base64(text).map_err(with_id)?,
         (None, Some(path), None) => resolve(secrets, SecretRef::File(path)).map_err(with_id)?,
@@ -381,11 +409,17 @@ fn entry_to_spec(entry: Entry<'_>, secrets: &dyn SecretSource) -> Result<KeySpec
             )));
         }
     };
-    let spec = KeySpec::new(id, algorithm, status, secret);
-    Ok(match created_at {
-        Some(at) => spec.created_at(at),
-        None => spec,
-    })
+    let mut spec = KeySpec::new(id, algorithm, status, secret);
+    if let Some(at) = created_at {
+        spec = spec.created_at(at);
+    }
+    if let Some(at) = mint_from {
+        spec = spec.mint_from(at);
+    }
+    if let Some(at) = retire_at {
+        spec = spec.retire_at(at);
+    }
+    Ok(spec)
 }
 
 /// Resolves a reference through the caller's source and decodes its base64.
@@ -400,12 +434,12 @@ fn resolve(secrets: &dyn SecretSource, reference: SecretRef<'_>) -> Result<Secre
     Secret::from_base64(&text).map_err(|e| KeyringError::new(format!("{field}: {}", e.message())))
 }
 
-/// Converts a TOML offset date-time to unix seconds.
-fn datetime_to_unix(dt: &toml::value::Datetime) -> Result<u64, String> {
+/// Converts a TOML offset date-time (the value of `field`) to unix seconds.
+fn datetime_to_unix(field: &str, dt: &toml::value::Datetime) -> Result<u64, String> {
     let (Some(date), Some(time), Some(offset)) = (dt.date, dt.time, dt.offset) else {
-        return Err(
-            "created must be a full date-time with an offset, e.g. 2026-11-30T12:00:00Z".into(),
-        );
+        return Err(format!(
+            "{field} must be a full date-time with an offset, e.g. 2026-11-30T12:00:00Z"
+        ));
     };
     let days = days_from_civil(i64::from(date.year), date.month.into(), date.day.into());
     let seconds = days * 86_400
@@ -417,5 +451,5 @@ fn datetime_to_unix(dt: &toml::value::Datetime) -> Result<u64, String> {
         toml::value::Offset::Custom { minutes } => i64::from(minutes),
     };
     u64::try_from(seconds - offset_minutes * 60)
-        .map_err(|_| String::from("created is before 1970-01-01T00:00:00Z"))
+        .map_err(|_| format!("{field} is before 1970-01-01T00:00:00Z"))
 }

@@ -101,8 +101,8 @@ extern crate alloc;
 //   clock      injectable time
 //   random     injectable randomness
 //   crypto     key derivation, HMAC-SHA256, XChaCha20-Poly1305
-//   keyring    keys and the keyring
-//   datetime   calendar arithmetic for `created`
+//   datetime   calendar arithmetic for the keyring's instants
+//   keyring    keys, the keyring and its schedule
 //   keyring_toml  the TOML keyring file and secret references
 //   json       the strict JSON reader (RFC 8259): imports nothing
 //   context    the call context (RFC 8785)
@@ -148,7 +148,7 @@ pub use error::{
     ConsumeError, Error, InvalidArgument, KeyringError, MintError, RandomnessUnavailable, Refusal,
     StoreError,
 };
-pub use keyring::{Key, KeySpec, Keyring, Secret};
+pub use keyring::{Key, KeySpec, Keyring, Secret, Transition, TransitionKind};
 pub use keyring_toml::{SecretRef, SecretSource};
 pub use outcome::{Minted, Sealed, Unsealed, Verified};
 pub use policy::Policy;

@@ -25,6 +25,62 @@ pub(crate) struct VectorFile {
     pub(crate) keyrings: Vec<KeyringVector>,
     pub(crate) policies: Vec<PolicyVector>,
     pub(crate) shared_lifetimes: Vec<SharedLifetimeVector>,
+    pub(crate) schedules: Vec<ScheduleVector>,
+}
+
+/// A keyring file whose keys carry a schedule (docs/KEYRING.md, "Keys on a
+/// schedule"), served under `policy`: refused with `expect_fail`, or, at
+/// each instant of `at`, minting with one key and verifying or refusing
+/// each key's tokens.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct ScheduleVector {
+    pub(crate) name: String,
+    /// The `[[key]]` tables, as in `keyrings`.
+    pub(crate) keys: Vec<KeyringEntry>,
+    /// The policy the file is served under; knobs left out take their
+    /// FORMAT.md §8 defaults.
+    pub(crate) policy: VectorPolicy,
+    /// The refusal's name (`invalid_keyring`); absent if the file loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expect_fail: Option<String>,
+    /// The claims every check mints and every token carries, when it loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) claims: Option<ScheduleClaims>,
+    /// What the keyring does at given instants, when it loads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) at: Vec<ScheduleCheck>,
+}
+
+/// The claims of a schedule vector's tokens.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct ScheduleClaims {
+    pub(crate) tool: String,
+    pub(crate) context: String,
+    pub(crate) step: String,
+    pub(crate) state_cbor: String,
+    pub(crate) ttl: u64,
+}
+
+/// A schedule vector at one instant: minting the claims at `now` uses key
+/// `minting` and gives `token` when `deterministic` (an HMAC-SHA256 key);
+/// `token` verifies at `now`; each of `tokens`, the claims minted at `now`
+/// by one key of the file alone, verifies at `now` (`result` "ok") or is
+/// refused (`result` "retired_key").
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct ScheduleCheck {
+    pub(crate) now: u64,
+    pub(crate) minting: u32,
+    pub(crate) deterministic: bool,
+    pub(crate) token: String,
+    pub(crate) tokens: Vec<ScheduleToken>,
+}
+
+/// One key's token in a [`ScheduleCheck`].
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct ScheduleToken {
+    pub(crate) key_id: u32,
+    pub(crate) token: String,
+    pub(crate) result: String,
 }
 
 /// How long a store shared by several verifiers keeps a spent record
@@ -74,7 +130,7 @@ pub(crate) struct KeyringVector {
 
 /// One `[[key]]` table of a keyring vector (docs/KEYRING.md), field for
 /// field; `created` is the text of a TOML offset date-time, written bare.
-#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone, Default)]
 pub(crate) struct KeyringEntry {
     /// An integer, or (to be refused) another JSON value; absent, refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +141,12 @@ pub(crate) struct KeyringEntry {
     pub(crate) status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) created: Option<String>,
+    /// A TOML offset date-time, written bare, as `created`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mint_from: Option<String>,
+    /// A TOML offset date-time, written bare, as `created`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) retire_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) secret: Option<String>,
     /// A second secret source beside `secret` (to be refused).

@@ -17,6 +17,7 @@ mod invalid;
 mod mint_invalid;
 mod minted;
 mod rules;
+mod schedules;
 mod single_use;
 
 use reqstate::Policy;
@@ -42,6 +43,7 @@ pub(crate) fn generate() -> VectorFile {
     let keyrings = config::keyrings();
     let policies = config::policies();
     let shared_lifetimes = config::shared_lifetimes();
+    let schedules = schedules::schedules();
     let minted::Minted {
         keys,
         mut valid,
@@ -84,7 +86,13 @@ pub(crate) fn generate() -> VectorFile {
                       `shared_lifetimes` are the relative lifetimes, in milliseconds, that a \
                       store shared by several verifiers gives a spent record (FORMAT.md section 5.1) of a \
                       token expiring at `expires_at`, recorded by a verifier whose clock reads `now`, for \
-                      clocks `max_skew_ms` apart: `lifetime_ms`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
+                      clocks `max_skew_ms` apart: `lifetime_ms`. `schedules` are keyring files whose keys \
+                      carry `mint_from` and `retire_at` (docs/KEYRING.md, Keys on a schedule; written bare as \
+                      `created`), loaded and then checked against `policy` (knobs left out defaulted): refused \
+                      with `expect_fail`, or, at each `now` of `at`, minting `claims` (with `tool` and \
+                      `context`, for `ttl` seconds) uses key `minting` and gives `token` when `deterministic`, \
+                      `token` verifies, and each of `tokens` (the claims minted at `now` by that key alone) \
+                      verifies from its `key_id` (`result` \"ok\") or is refused with `result`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
                       under their key_id as the only, primary key at `now`, the random source handing out \
                       the 16 bytes of `token_id` first and then (XChaCha20-Poly1305) the 24 bytes of \
                       `random`; each is consumed at `now` with an empty store, which succeeds with its \
@@ -120,5 +128,6 @@ pub(crate) fn generate() -> VectorFile {
         keyrings,
         policies,
         shared_lifetimes,
+        schedules,
     }
 }

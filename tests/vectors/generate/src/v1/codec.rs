@@ -40,12 +40,21 @@ impl SecureRandom for Scripted {
 /// basic strings (JSON's escapes are TOML's), `created` bare (a TOML
 /// date-time), unknown fields as strings.
 pub(crate) fn keyring_toml(v: &crate::schema::KeyringVector) -> String {
+    keyring_file_toml(v.version, &v.keys)
+}
+
+/// A keyring file's text from its `version` and `[[key]]` tables, as a
+/// vector writes them.
+pub(crate) fn keyring_file_toml(
+    version: Option<u64>,
+    keys: &[crate::schema::KeyringEntry],
+) -> String {
     let s = |text: &str| serde_json::to_string(text).expect("string");
     let mut out = String::new();
-    if let Some(version) = v.version {
+    if let Some(version) = version {
         out.push_str(&format!("version = {version}\n"));
     }
-    for k in &v.keys {
+    for k in keys {
         out.push_str("\n[[key]]\n");
         if let Some(id) = &k.id {
             // A JSON number as a TOML one, a JSON string as a TOML string.
@@ -59,6 +68,12 @@ pub(crate) fn keyring_toml(v: &crate::schema::KeyringVector) -> String {
         }
         if let Some(c) = &k.created {
             out.push_str(&format!("created = {c}\n"));
+        }
+        if let Some(at) = &k.mint_from {
+            out.push_str(&format!("mint_from = {at}\n"));
+        }
+        if let Some(at) = &k.retire_at {
+            out.push_str(&format!("retire_at = {at}\n"));
         }
         if let Some(secret) = &k.secret {
             out.push_str(&format!("secret = {}\n", s(secret)));

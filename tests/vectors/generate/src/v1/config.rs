@@ -25,10 +25,8 @@ pub(super) fn keyrings() -> Vec<KeyringVector> {
         id: Some(id.into()),
         algorithm: Some(algorithm.into()),
         status: Some(status.into()),
-        created: None,
         secret: Some(base64_standard(&vec![0x42u8; len])),
-        secret_env: None,
-        unknown: BTreeMap::new(),
+        ..KeyringEntry::default()
     };
     // A 34-byte secret, so that its encoding ends in `==`.
     let secret34 = base64_standard(&[0x42u8; 34]);
