@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import dataclasses
+import datetime
 import hmac
 import json
 import os
@@ -107,6 +108,18 @@ class Key:
     status: str  # "primary" | "active" | "retired"
     working_key: bytes
     nonce_key: bytes = b""  # §4.2's K_n, XChaCha20-Poly1305 keys only
+    mint_from: Optional[int] = None  # KEYRING.md, Keys on a schedule (unix seconds)
+    retire_at: Optional[int] = None
+
+    def retired_at(self, now: Optional[int]) -> bool:
+        """Refused at `now`: retired by status, or its retire_at has come."""
+        if self.status == "retired":
+            return True
+        if self.retire_at is None:
+            return False
+        if now is None:
+            raise AssertionError("a scheduled key needs the instant")
+        return now >= self.retire_at
 
     @property
     def alg_id(self) -> int:
@@ -114,10 +127,11 @@ class Key:
 
 
 class Keyring:
-    def __init__(self, keys: list[tuple[int, str, str, bytes]]):
-        """keys: (id, algorithm, status, secret)."""
+    def __init__(self, keys: list[tuple]):
+        """keys: (id, algorithm, status, secret[, mint_from, retire_at])."""
         self.keys: dict[int, Key] = {}
-        for kid, alg, status, secret in keys:
+        for kid, alg, status, secret, *schedule in keys:
+            mint_from, retire_at = (schedule + [None, None])[:2]
             if not 0 <= kid < 2**32:
                 raise fail("invalid_keyring", "key id must be an unsigned 32-bit integer")
             if kid in self.keys:
@@ -125,11 +139,43 @@ class Keyring:
             if status not in ("primary", "active", "retired"):
                 raise fail("invalid_keyring", f"bad status {status!r}")
             nonce_key = derive_nonce_key(secret) if alg == "xchacha20-poly1305" else b""
-            self.keys[kid] = Key(kid, alg, status, derive_working_key(secret, alg), nonce_key)
+            if mint_from is not None and status != "active":
+                raise fail("invalid_keyring", "mint_from on a key that is not active")
+            if retire_at is not None and status == "retired":
+                raise fail("invalid_keyring", "retire_at on a retired key")
+            self.keys[kid] = Key(kid, alg, status, derive_working_key(secret, alg), nonce_key, mint_from, retire_at)
         primaries = [k for k in self.keys.values() if k.status == "primary"]
         if len(primaries) != 1:
             raise fail("invalid_keyring", "a keyring holds exactly one primary key")
         self.primary = primaries[0]
+        # The mint order: the primary, then the scheduled keys by mint_from.
+        scheduled = sorted((k for k in self.keys.values() if k.mint_from is not None), key=lambda k: k.mint_from)
+        if len({k.mint_from for k in scheduled}) != len(scheduled):
+            raise fail("invalid_keyring", "two keys start minting at the same instant")
+        self.mint_order = [self.primary] + scheduled
+        for i, k in enumerate(self.mint_order):
+            if k.retire_at is None:
+                continue
+            if i + 1 == len(self.mint_order):
+                raise fail("invalid_keyring", "the last key of the mint order retires: nothing would mint")
+            if k.retire_at < self.mint_order[i + 1].mint_from:
+                raise fail("invalid_keyring", "a minting key retires before its successor takes over")
+
+    def minting(self, now: Optional[int]) -> Key:
+        """The last key of the mint order whose mint_from has come."""
+        if now is None:
+            if len(self.mint_order) > 1:
+                raise AssertionError("a scheduled keyring needs the instant")
+            return self.primary
+        started = [k for k in self.mint_order[1:] if k.mint_from <= now]
+        return started[-1] if started else self.primary
+
+    def check_schedule(self, policy: "Policy") -> None:
+        """A mint-order key retires no earlier than its successor's
+        mint_from + max lifetime + leeway."""
+        for k, successor in zip(self.mint_order, self.mint_order[1:]):
+            if k.retire_at is not None and k.retire_at < successor.mint_from + policy.max_lifetime + policy.clock_leeway:
+                raise fail("invalid_keyring", f"key {k.id} retires while its tokens are live")
 
     def get(self, kid: int) -> Optional[Key]:
         return self.keys.get(kid)
@@ -140,7 +186,7 @@ class Keyring:
 # `[[key]]` table as a JSON object, `created` as the date-time's text)
 # --------------------------------------------------------------------------
 
-KEY_FIELDS = ("id", "algorithm", "status", "created", "secret", "secret_file", "secret_env")
+KEY_FIELDS = ("id", "algorithm", "status", "created", "mint_from", "retire_at", "secret", "secret_file", "secret_env")
 DEFAULT_ALGORITHM = "xchacha20-poly1305"
 # A TOML offset date-time: a date, a time with seconds, an offset.
 OFFSET_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
@@ -194,8 +240,24 @@ def load_keyring_file(version, entries: list[dict]) -> "Keyring":
             raise fail("invalid_keyring", "status is required, a string")
         if "created" in e and not OFFSET_DATE_TIME.fullmatch(e["created"]):
             raise fail("invalid_keyring", "created is not an offset date-time")
-        keys.append((e["id"], e.get("algorithm", DEFAULT_ALGORITHM), e["status"], read_secret(e["secret"])))
+        schedule = [schedule_instant(e[f]) if f in e else None for f in ("mint_from", "retire_at")]
+        keys.append((e["id"], e.get("algorithm", DEFAULT_ALGORITHM), e["status"], read_secret(e["secret"]), *schedule))
     return Keyring(keys)
+
+
+def schedule_instant(text: str) -> int:
+    """`mint_from` / `retire_at`: an offset date-time in whole seconds, at
+    or after 1970-01-01T00:00:00Z, as unix seconds."""
+    m = OFFSET_DATE_TIME.fullmatch(text)
+    if not m:
+        raise fail("invalid_keyring", "a schedule instant is not an offset date-time")
+    if m.group(1) and int(m.group(1)[1:]) != 0:
+        raise fail("invalid_keyring", "a schedule instant with a fraction of a second")
+    at = datetime.datetime.fromisoformat(text.upper().replace(" ", "T").replace("Z", "+00:00"))
+    seconds = int(at.timestamp())
+    if seconds < 0:
+        raise fail("invalid_keyring", "a schedule instant before 1970")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -562,7 +624,7 @@ def encode_claims(issued_at: int, lifetime: int, step: str, state_cbor: bytes) -
 # --------------------------------------------------------------------------
 
 
-def _open_token(token: str, kind_wanted: int, tool: bytes, context: bytes, keyring: Keyring, policy: Policy) -> bytes:
+def _open_token(token: str, kind_wanted: int, tool: bytes, context: bytes, keyring: Keyring, policy: Policy, now: Optional[int]) -> bytes:
     """Steps 1-8. Returns the authenticated body."""
     # 1. size, before any decoding, in bytes
     if len(token.encode("utf-8")) > policy.max_token_len:
@@ -596,7 +658,7 @@ def _open_token(token: str, kind_wanted: int, tool: bytes, context: bytes, keyri
     key = keyring.get(key_id)
     if key is None:
         raise fail("unknown_key")
-    if key.status == "retired":
+    if key.retired_at(now):
         raise fail("retired_key")
     if key.alg_id != alg:
         raise fail("algorithm_mismatch")
@@ -633,7 +695,7 @@ def verify(
         raise fail("invalid_argument", "tool must be 1 to 256 bytes")
     if len(context) > 65536:
         raise fail("invalid_argument", "context over 65536 bytes")
-    body = _open_token(token, KIND_SINGLE_USE if single_use else KIND_STATE, tool, context, keyring, policy)
+    body = _open_token(token, KIND_SINGLE_USE if single_use else KIND_STATE, tool, context, keyring, policy, now)
     # 9.
     claims = parse_claims(body, single_use)
     # 10.
@@ -710,10 +772,10 @@ def consume(
     return claims, key_id
 
 
-def unseal(token: str, aad: bytes, keyring: Keyring, policy: Policy = Policy()) -> bytes:
+def unseal(token: str, aad: bytes, keyring: Keyring, policy: Policy = Policy(), now: Optional[int] = None) -> bytes:
     if len(aad) > 65536:
         raise fail("invalid_argument", "aad over 65536 bytes")
-    return _open_token(token, KIND_SEALED, b"", aad, keyring, policy)
+    return _open_token(token, KIND_SEALED, b"", aad, keyring, policy, now)
 
 
 # --------------------------------------------------------------------------
@@ -766,28 +828,28 @@ def mint(
         raise fail("state_encoding", str(e)) from None
     body = encode_claims(now, ttl, step, state_cbor)
     if single_use:
-        return _mint_single_use(keyring, tool, context, body, rng, policy)
-    token = b64url_encode(_wrap(KIND_STATE, keyring.primary, tool, context, body, rng))
+        return _mint_single_use(keyring, tool, context, body, rng, policy, now)
+    token = b64url_encode(_wrap(KIND_STATE, keyring.minting(now), tool, context, body, rng))
     if len(token) > policy.max_token_len:
         raise fail("too_large")
     return token
 
 
-def _mint_single_use(keyring: Keyring, tool: bytes, context: bytes, body: bytes, rng, policy: Policy) -> str:
+def _mint_single_use(keyring: Keyring, tool: bytes, context: bytes, body: bytes, rng, policy: Policy, now: int) -> str:
     """§5.1: the token id is drawn after the state check (mint check 4) and
     before r (check 5), under either algorithm; then the size (check 6)."""
     token_id = rng(TOKEN_ID_LEN)
     su_body = b"\xa5\x00" + encode_cbor_head(2, len(token_id)) + token_id + body[1:]
-    token = b64url_encode(_wrap(KIND_SINGLE_USE, keyring.primary, tool, context, su_body, rng))
+    token = b64url_encode(_wrap(KIND_SINGLE_USE, keyring.minting(now), tool, context, su_body, rng))
     if len(token) > policy.max_token_len:
         raise fail("too_large")
     return token
 
 
-def seal(keyring: Keyring, payload: bytes, aad: bytes, rng: Callable[[int], bytes], policy: Policy = Policy()) -> str:
+def seal(keyring: Keyring, payload: bytes, aad: bytes, rng: Callable[[int], bytes], policy: Policy = Policy(), now: Optional[int] = None) -> str:
     if len(aad) > 65536:
         raise fail("invalid_argument", "aad over 65536 bytes")
-    token = b64url_encode(_wrap(KIND_SEALED, keyring.primary, b"", aad, payload, rng))
+    token = b64url_encode(_wrap(KIND_SEALED, keyring.minting(now), b"", aad, payload, rng))
     if len(token) > policy.max_token_len:
         raise fail("too_large")
     return token
@@ -898,7 +960,7 @@ def test_vector_file_is_version_1_with_the_default_policy():
     assert POLICY == Policy()  # §8 defaults: 8192, 60, 86400
     assert len(VECTORS["valid"]) > 0 and len(VECTORS["sealed"]) > 0 and len(VECTORS["invalid"]) > 0
     assert len(VECTORS["single_use"]) > 0
-    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes"}
+    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes", "schedules"}
     assert set(VECTORS) == known, "a section this verifier does not run"
     operations = {v["operation"] for v in VECTORS["invalid"] + VECTORS["accepted"]}
     assert operations == {"verify", "consume", "unseal"}
@@ -1255,3 +1317,44 @@ def test_key_id_leb128_limits():
 @pytest.mark.parametrize("v", VECTORS["shared_lifetimes"], ids=_ids(VECTORS["shared_lifetimes"]))
 def test_shared_lifetime_vectors(v):
     assert shared_record_lifetime_ms(v["expires_at"], v["now"], v["max_skew_ms"]) == v["lifetime_ms"]
+
+
+@pytest.mark.parametrize("v", VECTORS["schedules"], ids=_ids(VECTORS["schedules"]))
+def test_schedule_vectors(v):
+    """KEYRING.md, Keys on a schedule: the file loads and its schedule
+    passes the policy, or it is refused; at each instant, the minting key
+    (byte for byte when deterministic) and each key's token verified or
+    refused."""
+    policy = Policy(**v["policy"])
+
+    def load():
+        keyring = load_keyring_file(None, v["keys"])
+        keyring.check_schedule(policy)
+        return keyring
+
+    if "expect_fail" in v:
+        with pytest.raises(TokenError) as e:
+            load()
+        assert e.value.reason == v["expect_fail"], str(e.value)
+        return
+    keyring = load()
+    c = v["claims"]
+    tool, context, state = c["tool"].encode("utf-8"), bytes.fromhex(c["context"]), bytes.fromhex(c["state_cbor"])
+    assert v["at"], "an accepted schedule vector checks at least one instant"
+    for at in v["at"]:
+        now = at["now"]
+        assert keyring.minting(now).id == at["minting"]
+        mine = mint(keyring, tool, context, c["step"], state, c["ttl"], now, os.urandom, policy)
+        assert leb128_decode_key_id(b64url_decode_strict(mine), 1)[0] == at["minting"]
+        if at["deterministic"]:
+            assert mine == at["token"]
+        claims = verify(at["token"], tool, context, now, keyring, policy, expected_step=c["step"])
+        assert claims.state == state
+        for t in at["tokens"]:
+            try:
+                verify(t["token"], tool, context, now, keyring, policy, expected_step=c["step"])
+                got = "ok"
+            except TokenError as e:
+                got = e.reason
+            assert got == t["result"], (now, t["key_id"])
+            assert leb128_decode_key_id(b64url_decode_strict(t["token"]), 1)[0] == t["key_id"]

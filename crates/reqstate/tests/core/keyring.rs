@@ -420,3 +420,144 @@ fn secrets_are_read_by_one_base64_rule() {
         assert_eq!(e.reason(), "invalid_keyring", "{why}");
     }
 }
+
+/// The schedule example of docs/KEYRING.md: key 1 mints until key 2 takes
+/// over at 12:05, and is refused from 12:16.
+fn scheduled(retire_at: &str) -> String {
+    format!(
+        r#"
+[[key]]
+id = 1
+algorithm = "hmac-sha256"
+status = "primary"
+retire_at = {retire_at}
+secret = "{S1}"
+
+[[key]]
+id = 2
+status = "active"
+mint_from = 2026-12-01T12:05:00Z
+secret = "{S2}"
+"#
+    )
+}
+
+/// 2026-12-01T12:05:00Z in unix seconds.
+const TAKEOVER: u64 = 1_796_126_700;
+
+#[test]
+fn a_schedule_hands_minting_over_and_retires_at_its_instants() {
+    let ring = Keyring::from_toml(&scheduled("2026-12-01T12:16:00Z")).expect("loads");
+    let policy = reqstate::Policy::new()
+        .with_max_lifetime(std::time::Duration::from_secs(600))
+        .expect("policy");
+    ring.check_schedule(&policy)
+        .expect("safe under 600 s + 60 s");
+    let (one, two) = (
+        ring.get(KeyId::new(1)).expect("key 1"),
+        ring.get(KeyId::new(2)).expect("key 2"),
+    );
+    assert_eq!(two.mint_from(), Some(TAKEOVER));
+    assert_eq!(one.retire_at(), Some(TAKEOVER + 660));
+    for (now, minting, one_is) in [
+        (TAKEOVER - 1, 1, KeyStatus::Primary),
+        (TAKEOVER, 2, KeyStatus::Active),
+        (TAKEOVER + 659, 2, KeyStatus::Active),
+        (TAKEOVER + 660, 2, KeyStatus::Retired),
+    ] {
+        assert_eq!(ring.minting_key(now).id(), KeyId::new(minting), "at {now}");
+        assert_eq!(ring.status_at(one, now), one_is, "at {now}");
+        assert_eq!(one.is_retired_at(now), one_is == KeyStatus::Retired);
+    }
+    // The file's statuses stay what it writes.
+    assert_eq!(
+        (one.status(), two.status()),
+        (KeyStatus::Primary, KeyStatus::Active)
+    );
+    let transitions: Vec<_> = ring
+        .transitions()
+        .iter()
+        .map(|t| (t.at, t.key_id.get(), t.kind))
+        .collect();
+    use reqstate::TransitionKind::{Retires, StartsMinting};
+    assert_eq!(
+        transitions,
+        [(TAKEOVER, 2, StartsMinting), (TAKEOVER + 660, 1, Retires)]
+    );
+    assert_eq!(
+        ring.next_transition(TAKEOVER - 1).map(|t| t.at),
+        Some(TAKEOVER)
+    );
+    assert_eq!(
+        ring.next_transition(TAKEOVER).map(|t| t.at),
+        Some(TAKEOVER + 660)
+    );
+    assert_eq!(ring.next_transition(TAKEOVER + 660), None);
+}
+
+#[test]
+fn an_unsafe_retirement_is_refused_naming_the_line_key_and_instants() {
+    let ring = Keyring::from_toml(&scheduled("2026-12-01T12:15:59Z")).expect("structurally fine");
+    let policy = reqstate::Policy::new()
+        .with_max_lifetime(std::time::Duration::from_secs(600))
+        .expect("policy");
+    let e = ring.check_schedule(&policy).expect_err("one second short");
+    assert_eq!(e.reason(), "invalid_keyring");
+    assert_eq!((e.line(), e.key_id()), (Some(2), Some(KeyId::new(1))));
+    let text = e.to_string();
+    for part in [
+        "line 2: key 1: retire_at 2026-12-01T12:15:59Z refuses live tokens",
+        "key 2 takes over at 2026-12-01T12:05:00Z",
+        "accepted until 2026-12-01T12:16:00Z",
+        "max lifetime 600 s + clock leeway 60 s",
+    ] {
+        assert!(text.contains(part), "{text:?} lacks {part:?}");
+    }
+    // The default policy (a day) needs a day and a minute.
+    assert!(
+        Keyring::from_toml(&scheduled("2026-12-01T12:16:00Z"))
+            .expect("loads")
+            .check_schedule(&reqstate::Policy::new())
+            .is_err()
+    );
+}
+
+#[test]
+fn structural_schedule_errors_name_what_is_wrong() {
+    let cases = [
+        (
+            scheduled("2026-12-01T12:04:59Z"),
+            "line 2: key 1: retire_at 2026-12-01T12:04:59Z comes before key 2 takes over",
+        ),
+        (
+            scheduled("2026-12-01T12:16:00Z")
+                .replace("status = \"active\"", "status = \"retired\""),
+            "key 2: `mint_from` is for a key with status = \"active\"",
+        ),
+        (
+            format!(
+                "[[key]]\nid = 1\nstatus = \"primary\"\nretire_at = 2027-01-01T00:00:00Z\nsecret = \"{S1}\"\n"
+            ),
+            "line 1: key 1: retire_at 2027-01-01T00:00:00Z: key 1 is the last key to mint",
+        ),
+        (
+            format!(
+                "{}\n[[key]]\nid = 3\nstatus = \"active\"\nmint_from = 2026-12-01T12:05:00Z\nsecret = \"{S1}\"\n",
+                scheduled("2026-12-01T12:16:00Z")
+            ),
+            "key 3: mint_from 2026-12-01T12:05:00Z is also key 2's (line 9)",
+        ),
+        (
+            scheduled("2026-12-01T12:16:00.5Z"),
+            "key 1: `retire_at` must be a whole second",
+        ),
+        (
+            scheduled("\"2026-12-01T12:16:00Z\""),
+            "`retire_at` must be a TOML date-time",
+        ),
+    ];
+    for (toml, want) in cases {
+        let text = refusal(&toml).to_string();
+        assert!(text.contains(want), "{text:?} lacks {want:?}");
+    }
+}

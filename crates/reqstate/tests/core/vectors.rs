@@ -22,8 +22,9 @@ use reqstate::{
 
 use crate::schema::{KeyringMint, VectorFile};
 use harness::{
-    Scripted, aad, argument_stage, bind, keyring_toml, minting_codec, policy_of, run_consume,
-    run_invalid, run_mint, run_verify, spec_of, try_policy, verifying_codec, verifying_codec_with,
+    Scripted, aad, argument_stage, bind, keyring_file_toml, keyring_toml, minting_codec, policy_of,
+    run_consume, run_invalid, run_mint, run_verify, spec_of, try_policy, verifying_codec,
+    verifying_codec_with,
 };
 
 const VECTORS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/v1.json");
@@ -390,6 +391,94 @@ fn check_keyring_mint(name: &str, keyring: Keyring, m: &KeyringMint) {
     assert_eq!(minted.key_id.get(), m.key_id, "{name}");
     if m.deterministic {
         assert_eq!(minted.token, m.token, "{name}");
+    }
+}
+
+/// `schedules`: the file loads (and its schedule passes the policy's
+/// check) or is refused; at each instant, the minting key, its token byte
+/// for byte when deterministic, and each key's token verified or refused.
+#[test]
+fn schedule_vectors_mint_with_the_scheduled_key_and_refuse_retired_ones() {
+    let file = load();
+    let (accepted, refused): (Vec<_>, Vec<_>) =
+        file.schedules.iter().partition(|v| v.expect_fail.is_none());
+    assert!(
+        accepted.len() >= 10 && refused.len() >= 15,
+        "the set shrank"
+    );
+    for v in &file.schedules {
+        let policy = try_policy(v.policy).expect("a vector's policy builds");
+        let loaded = Keyring::from_toml(&keyring_file_toml(None, &v.keys))
+            .and_then(|k| k.check_schedule(&policy).map(|()| k));
+        let keyring = match (loaded, &v.expect_fail) {
+            (Ok(k), None) => k,
+            (Err(e), Some(reason)) => {
+                assert_eq!(e.reason(), reason, "{}: {e}", v.name);
+                continue;
+            }
+            (got, want) => panic!("{}: got {:?}, want {want:?}", v.name, got.map(drop)),
+        };
+        let claims = v.claims.as_ref().expect("an accepted vector has claims");
+        let context = hex::decode(&claims.context).expect("hex");
+        let binding = bind(&claims.tool, &context);
+        let state: ciborium::Value =
+            ciborium::from_reader(&hex::decode(&claims.state_cbor).expect("hex")[..])
+                .expect("cbor");
+        let keyring = std::sync::Arc::new(keyring);
+        for at in &v.at {
+            let codec = Codec::with_parts(
+                Keyring::from_toml(&keyring_file_toml(None, &v.keys)).expect("loads"),
+                policy,
+                FixedClock(at.now),
+                reqstate::OsRandom::new(),
+            );
+            assert_eq!(
+                keyring.minting_key(at.now).id().get(),
+                at.minting,
+                "{}",
+                v.name
+            );
+            let minted = codec
+                .mint(
+                    binding,
+                    &claims.step,
+                    &state,
+                    Duration::from_secs(claims.ttl),
+                )
+                .unwrap_or_else(|e| panic!("{} at {}: {e}", v.name, at.now));
+            assert_eq!(minted.key_id.get(), at.minting, "{} at {}", v.name, at.now);
+            if at.deterministic {
+                assert_eq!(minted.token, at.token, "{} at {}", v.name, at.now);
+            }
+            let verified = codec
+                .verify_raw(&at.token, binding.step(&claims.step))
+                .unwrap_or_else(|e| panic!("{} at {}: {e}", v.name, at.now));
+            assert_eq!(verified.key_id.get(), at.minting, "{}", v.name);
+            for t in &at.tokens {
+                let got = match codec.verify_raw(&t.token, binding.step(&claims.step)) {
+                    Ok(verified) => {
+                        assert_eq!(verified.key_id.get(), t.key_id, "{}", v.name);
+                        "ok".to_string()
+                    }
+                    Err(e) => e.reason().to_string(),
+                };
+                assert_eq!(got, t.result, "{} at {}: key {}", v.name, at.now, t.key_id);
+                let key = keyring.get(reqstate::KeyId::new(t.key_id)).expect("a key");
+                let status = keyring.status_at(key, at.now);
+                assert_eq!(
+                    status == KeyStatus::Retired,
+                    t.result == "retired_key",
+                    "{}",
+                    v.name
+                );
+                assert_eq!(
+                    status == KeyStatus::Primary,
+                    t.key_id == at.minting,
+                    "{}",
+                    v.name
+                );
+            }
+        }
     }
 }
 

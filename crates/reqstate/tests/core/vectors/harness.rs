@@ -21,7 +21,8 @@ use crate::schema::{InvalidVector, MintInvalidVector, VectorFile, VectorKey, Vec
 #[path = "../../../../../tests/vectors/generate/src/v1/codec.rs"]
 mod codec;
 pub(super) use codec::{
-    Scripted, aad, bind, keyring_toml, minting_codec, policy_of, spec_of, try_policy,
+    Scripted, aad, bind, keyring_file_toml, keyring_toml, minting_codec, policy_of, spec_of,
+    try_policy,
 };
 
 /// A spent-token store over record names (FORMAT.md §5.1), as the vectors
