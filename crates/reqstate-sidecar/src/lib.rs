@@ -37,6 +37,7 @@ pub mod health;
 /// Keyring files on disk and their checks: the `reqstate-keyring-file`
 /// crate, under the name the sidecar's modules use.
 pub use reqstate_keyring_file as keyring_source;
+pub mod key_evidence;
 pub mod keys;
 pub mod listeners;
 pub mod live_keyring;
