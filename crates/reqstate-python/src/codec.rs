@@ -4,7 +4,11 @@
 //! call's clock (`now=`, `clock::at`); the batch calls (`mint_many`,
 //! `verify_many`) release the GIL while the core works.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -13,7 +17,7 @@ use reqstate::{Aad, Codec, Policy, Verified};
 use crate::binding::{PyBinding, text_arg};
 use crate::clock::at;
 use crate::errors::{self, Kind};
-use crate::keyring::PyKeyring;
+use crate::keyring::{Loaded, PyKeyring, log_warning};
 use crate::results::{PyMinted, PySealed, PyUnsealed, PyVerified, minted, verified};
 use crate::single_use::{PyReplayStore, ask_store, decode_redemption, decoded, spent_record};
 use crate::state;
@@ -24,6 +28,13 @@ pub(crate) struct PyCodec {
     /// The live keyring: each call takes the keys in use from it.
     keyring: Py<PyKeyring>,
     policy: Policy,
+    /// The newest keys of the keyring whose schedule this policy accepts
+    /// (docs/KEYRING.md, "Keys on a schedule"): a reload whose `retire_at`
+    /// would refuse tokens still live under this policy is not used by this
+    /// codec, which keeps these keys, as the sidecar keeps its keyring.
+    usable: ArcSwap<Loaded>,
+    /// The last generation refused by this policy, reported once.
+    refused: AtomicU64,
 }
 
 /// One batch item's outcome, computed without the GIL.
@@ -36,14 +47,38 @@ impl PyCodec {
     /// The core codec for one call: this policy over the keys the keyring
     /// has in use (reloaded first if its `auto_reload` is due). A clone of
     /// the keyring's codec: reference counts, not a copy of the keys.
-    fn core(&self) -> Codec {
-        self.keyring
-            .get()
-            .state
-            .in_use()
-            .codec
-            .clone()
-            .with_policy(self.policy)
+    fn core(&self, py: Python<'_>) -> Codec {
+        let state = &self.keyring.get().state;
+        let loaded = state.in_use();
+        if let Some(failure) = state.take_report() {
+            log_warning(
+                py,
+                &format!("keyring reload refused; still using the previous keys: {failure}"),
+            );
+        }
+        let usable = self.usable.load();
+        if loaded.generation() == usable.generation() {
+            return loaded.codec.clone().with_policy(self.policy);
+        }
+        match loaded.codec.keyring().check_schedule(&self.policy) {
+            Ok(()) => {
+                self.usable.store(Arc::clone(&loaded));
+                loaded.codec.clone().with_policy(self.policy)
+            }
+            Err(e) => {
+                let generation = loaded.generation();
+                if self.refused.swap(generation, Ordering::Relaxed) != generation {
+                    log_warning(
+                        py,
+                        &format!(
+                            "keyring reload refused by this Codec's policy; still using the \
+                             previous keys: invalid keyring: {e}"
+                        ),
+                    );
+                }
+                usable.codec.clone().with_policy(self.policy)
+            }
+        }
     }
 }
 
@@ -69,9 +104,19 @@ impl PyCodec {
             .map_err(invalid)?
             .with_max_lifetime(Duration::from_secs(max_lifetime))
             .map_err(invalid)?;
+        // A schedule that retires a key while tokens it minted are live
+        // under this policy is refused here, as the sidecar refuses it.
+        let loaded = keyring.get().state.in_use();
+        loaded
+            .codec
+            .keyring()
+            .check_schedule(&policy)
+            .map_err(|e| errors::keyring(py, &e.to_string()))?;
         Ok(PyCodec {
             keyring: keyring.unbind(),
             policy,
+            usable: ArcSwap::new(loaded),
+            refused: AtomicU64::new(0),
         })
     }
 
@@ -209,7 +254,7 @@ impl PyCodec {
             ));
         }
         let redemption = {
-            let codec = self.core();
+            let codec = self.core(py);
             let b = binding.binding(py)?;
             let expected = b.expecting(expected_step);
             // Steps 0-13 of FORMAT.md §8, under the call's clock.
@@ -239,7 +284,7 @@ impl PyCodec {
     fn seal(&self, py: Python<'_>, payload: &[u8], aad: &[u8]) -> PyResult<PySealed> {
         let aad = Aad::new(aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
         let sealed = self
-            .core()
+            .core(py)
             .seal(payload, aad)
             .map_err(|e| errors::mint(py, &e))?;
         Ok(PySealed {
@@ -254,7 +299,7 @@ impl PyCodec {
     fn unseal(&self, py: Python<'_>, token: &str, aad: &[u8]) -> PyResult<PyUnsealed> {
         let aad = Aad::new(aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
         let opened = self
-            .core()
+            .core(py)
             .unseal(token, aad)
             .map_err(|e| errors::refused(py, &e))?;
         Ok(PyUnsealed {
@@ -281,7 +326,7 @@ impl PyCodec {
             .try_iter()?
             .map(|s| s.map(|s| state::from_py(&s)))
             .collect::<PyResult<_>>()?;
-        let codec = self.core();
+        let codec = self.core(py);
         let b = binding.binding(py)?;
         let ttl = Duration::from_secs(ttl);
         let outcomes: Vec<Outcome<reqstate::Minted, reqstate::MintError>> = py.detach(|| {
@@ -327,7 +372,7 @@ impl PyCodec {
             .try_iter()?
             .map(|t| t.and_then(|t| t.extract::<String>()))
             .collect::<PyResult<_>>()?;
-        let codec = self.core();
+        let codec = self.core(py);
         let b = binding.binding(py)?;
         let expected = b.expecting(expected_step.as_deref());
         let outcomes: Vec<Result<Verified<Vec<u8>>, reqstate::Refusal>> = py.detach(|| {
@@ -374,7 +419,7 @@ impl PyCodec {
         single_use: bool,
         now: Option<u64>,
     ) -> PyResult<PyMinted> {
-        let codec = self.core();
+        let codec = self.core(py);
         let b = binding.binding(py)?;
         let ttl = Duration::from_secs(ttl);
         let m = at(now, || {
@@ -396,7 +441,7 @@ impl PyCodec {
         expected_step: Option<&str>,
         now: Option<u64>,
     ) -> PyResult<Verified<Vec<u8>>> {
-        let codec = self.core();
+        let codec = self.core(py);
         let b = binding.binding(py)?;
         let expected = b.expecting(expected_step);
         at(now, || codec.verify_raw(token, expected)).map_err(|e| errors::refused(py, &e))

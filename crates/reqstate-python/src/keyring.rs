@@ -12,6 +12,7 @@
 //! rule), and keeps the last good keys on error.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,11 @@ struct FileSource {
 struct Watch {
     last_check: Instant,
     last_error: Option<String>,
+    /// The failure last reported through `logging` (once per distinct
+    /// failure: a bad file read again every interval is not reported again).
+    reported: Option<String>,
+    /// A failure to report, taken by the next call that holds the GIL.
+    to_report: Option<String>,
 }
 
 /// The keys in use, swapped whole on reload: a call sees the old keys or
@@ -68,6 +74,13 @@ pub(crate) struct Loaded {
     contents: Option<Zeroizing<Vec<u8>>>,
 }
 
+impl Loaded {
+    /// 1 for the keys first loaded, one more per reload that changed them.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
 /// The live keyring: the keys in use and where they came from.
 pub(crate) struct KeyringState {
     current: ArcSwap<Loaded>,
@@ -75,6 +88,9 @@ pub(crate) struct KeyringState {
     /// Held for a whole reload: reloads never interleave (an older read
     /// never replaces a newer one, and generations count up by one).
     watch: Mutex<Watch>,
+    /// Whether `watch.to_report` holds a failure (read without the lock on
+    /// every call).
+    pending_report: AtomicBool,
 }
 
 impl KeyringState {
@@ -89,7 +105,10 @@ impl KeyringState {
             watch: Mutex::new(Watch {
                 last_check: Instant::now(),
                 last_error: None,
+                reported: None,
+                to_report: None,
             }),
+            pending_report: AtomicBool::new(false),
         }
     }
 
@@ -114,11 +133,17 @@ impl KeyringState {
         let loaded = match loaded {
             Ok(loaded) => loaded,
             Err(e) => {
+                if watch.reported.as_ref() != Some(&e) {
+                    watch.reported = Some(e.clone());
+                    watch.to_report = Some(e.clone());
+                    self.pending_report.store(true, Ordering::Release);
+                }
                 watch.last_error = Some(e.clone());
                 return Err(e);
             }
         };
         watch.last_error = None;
+        watch.reported = None;
         let current = self.current.load();
         if current.contents.as_deref().map(|c| &c[..]) == Some(&loaded.contents[..]) {
             return Ok(false);
@@ -159,6 +184,31 @@ impl KeyringState {
         self.maybe_reload();
         self.current.load_full()
     }
+
+    /// A reload failure not yet reported through `logging`, taken once.
+    pub(crate) fn take_report(&self) -> Option<String> {
+        if !self.pending_report.swap(false, Ordering::Acquire) {
+            return None;
+        }
+        self.watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_report
+            .take()
+    }
+}
+
+/// Writes `message` as a warning to the `reqstate` logger of Python's
+/// `logging` (where applications already route their logs). A failure of
+/// logging itself is not the caller's error and is dropped.
+pub(crate) fn log_warning(py: Python<'_>, message: &str) {
+    let logged = py
+        .import("logging")
+        .and_then(|logging| logging.call_method1("getLogger", ("reqstate",)))
+        .and_then(|logger| logger.call_method1("warning", (message,)));
+    if let Err(e) = logged {
+        e.print(py);
+    }
 }
 
 /// One key of a keyring, as `Keyring.keys()` lists it (no secret).
@@ -172,6 +222,10 @@ pub(crate) struct PyKeyInfo {
     status: &'static str,
     /// The key's `created` time, unix seconds, if the keyring gives it.
     created_at: Option<u64>,
+    /// When the key starts minting (`mint_from`), unix seconds, if scheduled.
+    mint_from: Option<u64>,
+    /// When its tokens start being refused (`retire_at`), unix seconds, if scheduled.
+    retire_at: Option<u64>,
 }
 
 #[pymethods]
@@ -310,10 +364,17 @@ impl PyKeyring {
         self.state.current.load().generation
     }
 
-    /// The primary key's id (the key that mints and seals).
+    /// The id of the key that mints and seals now (docs/KEYRING.md, "Keys
+    /// on a schedule": the primary until a scheduled key takes over).
     #[getter]
     fn primary_key_id(&self) -> u32 {
-        self.state.in_use().codec.keyring().primary().id().get()
+        self.state
+            .in_use()
+            .codec
+            .keyring()
+            .minting_key(unix_now())
+            .id()
+            .get()
     }
 
     /// The keys, by id (no secrets).
@@ -329,8 +390,24 @@ impl PyKeyring {
                 algorithm: k.algorithm().name(),
                 status: status_name(k.status()),
                 created_at: k.created_at(),
+                mint_from: k.mint_from(),
+                retire_at: k.retire_at(),
             })
             .collect()
+    }
+
+    /// What key `key_id` does at `now` (unix seconds; default the system
+    /// clock) under the keyring's schedule: `"primary"` (it mints),
+    /// `"active"` (it verifies only) or `"retired"` (its tokens are refused).
+    /// `None` for an id not in the keyring.
+    #[pyo3(signature = (key_id, now = None))]
+    fn status_at(&self, key_id: u32, now: Option<u64>) -> Option<&'static str> {
+        let loaded = self.state.in_use();
+        let keyring = loaded.codec.keyring();
+        let key = keyring.get(reqstate::KeyId::new(key_id))?;
+        Some(status_name(
+            keyring.status_at(key, now.unwrap_or_else(unix_now)),
+        ))
     }
 
     fn __len__(&self) -> usize {
@@ -358,6 +435,14 @@ impl PyKeyring {
             None => format!("Keyring(keys=[{}])", keys.join(", ")),
         }
     }
+}
+
+/// The system clock, unix seconds.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn status_name(status: KeyStatus) -> &'static str {

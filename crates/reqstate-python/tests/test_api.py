@@ -541,6 +541,77 @@ def test_auto_reload_follows_the_file(tmp_dir: Path, binding: Binding) -> None:
         Keyring.from_file(path, check_interval=float("nan"))
 
 
+def test_auto_reload_reports_a_bad_file_once_per_change(
+    tmp_dir: Path, binding: Binding, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad file read again at every interval is one warning on the
+    `reqstate` logger, not one per read; a different bad file is another;
+    a good one ends it."""
+    path = write_private(tmp_dir / "keyring.toml", keyring_text((1, HMAC, "primary")))
+    codec = Codec(Keyring.from_file(path, auto_reload=True, check_interval=0.0))
+    caplog.set_level("WARNING", logger="reqstate")
+    write_private(path, "[[key]]\nbroken")
+    for _ in range(20):
+        assert codec.mint(binding, "s").key_id == 1
+    warnings = [r for r in caplog.records if r.name == "reqstate"]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "reload refused" in warnings[0].getMessage() and "still using the previous keys" in warnings[0].getMessage()
+    write_private(path, "version = 2\n" + keyring_text((1, HMAC, "primary")))
+    for _ in range(5):
+        codec.mint(binding, "s")
+    assert len([r for r in caplog.records if r.name == "reqstate"]) == 2
+    write_private(path, keyring_text((1, HMAC, "active"), (2, HMAC, "primary")))
+    assert codec.mint(binding, "s").key_id == 2
+    assert len([r for r in caplog.records if r.name == "reqstate"]) == 2
+
+
+SCHEDULED = (
+    '[[key]]\nid = 1\nalgorithm = "hmac-sha256"\nstatus = "primary"\nretire_at = {retire}\nsecret = "{s1}"\n'
+    '[[key]]\nid = 2\nalgorithm = "hmac-sha256"\nstatus = "active"\nmint_from = 2026-12-01T12:05:00Z\nsecret = "{s2}"\n'
+)
+TAKEOVER = 1_796_126_700  # 2026-12-01T12:05:00Z
+
+
+def test_a_schedule_is_checked_against_each_codecs_policy(
+    tmp_dir: Path, binding: Binding, caplog: pytest.LogCaptureFixture
+) -> None:
+    """retire_at must leave the tokens of the key it retires their whole
+    life under the Codec's policy: refused when the Codec is made, and a
+    reload that breaks it is not used by that Codec (it keeps its keys, as
+    the sidecar does), reported once."""
+    safe = SCHEDULED.format(retire="2026-12-01T12:16:00Z", s1=secret(1), s2=secret(2))
+    short = SCHEDULED.format(retire="2026-12-01T12:15:59Z", s1=secret(1), s2=secret(2))
+    with pytest.raises(KeyringError, match="refuses live tokens") as refused:
+        Codec(Keyring.from_toml(short), max_lifetime=600, clock_leeway=60)
+    assert refused.value.reason == "invalid_keyring"
+    assert "line 1: key 1: retire_at 2026-12-01T12:15:59Z" in str(refused.value)
+    with pytest.raises(KeyringError):  # the default policy: a day's tokens
+        Codec(Keyring.from_toml(safe))
+    codec = Codec(Keyring.from_toml(safe), max_lifetime=600, clock_leeway=60)
+    assert [codec.mint(binding, "s", ttl=600, now=t).key_id for t in (TAKEOVER - 1, TAKEOVER, TAKEOVER + 1)] == [1, 2, 2]
+    old = codec.mint(binding, "s", ttl=600, now=TAKEOVER - 1).token
+    assert codec.verify(old, binding, now=TAKEOVER + 658).key_id == 1  # its last second
+    with pytest.raises(TokenRefused, match="retired_key"):
+        codec.verify(old, binding, now=TAKEOVER + 660)
+    info = {k.id: (k.mint_from, k.retire_at) for k in codec.keyring.keys()}
+    assert info == {1: (None, TAKEOVER + 660), 2: (TAKEOVER, None)}
+    assert [codec.keyring.status_at(1, now=t) for t in (TAKEOVER - 1, TAKEOVER, TAKEOVER + 660)] == ["primary", "active", "retired"]
+
+    path = write_private(tmp_dir / "keyring.toml", keyring_text((1, HMAC, "primary")))
+    keyring = Keyring.from_file(path, auto_reload=True, check_interval=0.0)
+    strict = Codec(keyring, max_lifetime=600, clock_leeway=60)
+    caplog.set_level("WARNING", logger="reqstate")
+    write_private(path, short)
+    for _ in range(5):
+        assert strict.mint(binding, "s", ttl=60, now=TAKEOVER + 1).key_id == 1  # the keys it had
+    refusals = [r.getMessage() for r in caplog.records if "policy" in r.getMessage()]
+    assert len(refusals) == 1 and "refuses live tokens" in refusals[0], refusals
+    loose = Codec(keyring, max_lifetime=1, clock_leeway=0)  # the same keys pass a shorter policy
+    assert loose.mint(binding, "s", ttl=1, now=TAKEOVER + 1).key_id == 2
+    write_private(path, safe)
+    assert strict.mint(binding, "s", ttl=60, now=TAKEOVER + 1).key_id == 2
+
+
 def secret_file_keyring(directory: Path, seed: int = 1) -> Path:
     """A keyring whose one key's secret is in the file `key-1` beside it."""
     write_private(directory / "key-1", secret(seed) + "\n")

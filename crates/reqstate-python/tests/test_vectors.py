@@ -59,7 +59,8 @@ def keyring_file(vector: dict[str, Any]) -> str:
     for k in vector["keys"]:
         out += "\n[[key]]\n"
         for field, value in k.items():
-            text = value if field == "created" or not isinstance(value, str) else json.dumps(value)
+            bare = field in ("created", "mint_from", "retire_at")
+            text = value if bare or not isinstance(value, str) else json.dumps(value)
             out += f"{field} = {text}\n"
     return out
 
@@ -278,6 +279,44 @@ def test_keyring_vectors() -> None:
             assert mine.token == m["token"], vector["name"]
 
 
+def test_schedule_vectors() -> None:
+    """docs/KEYRING.md, Keys on a schedule: refused files refused by the
+    Codec built under the vector's policy; at each instant, the minting key
+    (its token byte for byte when deterministic) and every key's token
+    verified or refused."""
+    accepted = 0
+    for vector in V1["schedules"]:
+        text = keyring_file(vector)
+        knobs = vector["policy"]
+        if vector.get("expect_fail"):
+            with pytest.raises(KeyringError) as refused:
+                Codec(Keyring.from_toml(text), **knobs)
+            assert refused.value.reason == vector["expect_fail"], vector["name"]
+            continue
+        codec = Codec(Keyring.from_toml(text), **knobs)
+        c = vector["claims"]
+        bound = Binding(c["tool"], bytes.fromhex(c["context"]))
+        for at in vector["at"]:
+            now = at["now"]
+            assert codec.keyring.status_at(at["minting"], now=now) == "primary", vector["name"]
+            mine = codec.mint_cbor(bound, c["step"], bytes.fromhex(c["state_cbor"]), ttl=c["ttl"], now=now)
+            assert mine.key_id == at["minting"], (vector["name"], now)
+            if at["deterministic"]:
+                assert mine.token == at["token"], (vector["name"], now)
+            got = codec.verify(at["token"], bound, expected_step=c["step"], now=now)
+            assert (got.key_id, got.state_cbor.hex()) == (at["minting"], c["state_cbor"])
+            for t in at["tokens"]:
+                try:
+                    result = "ok" if codec.verify(t["token"], bound, now=now).key_id == t["key_id"] else "wrong key"
+                except TokenRefused as refused:
+                    result = refused.reason
+                assert result == t["result"], (vector["name"], now, t["key_id"])
+                want = "retired" if t["result"] == "retired_key" else "primary" if t["key_id"] == at["minting"] else "active"
+                assert codec.keyring.status_at(t["key_id"], now=now) == want, (vector["name"], now, t["key_id"])
+        accepted += 1
+    assert accepted >= 10 and len(V1["schedules"]) - accepted >= 15
+
+
 def test_policy_vectors() -> None:
     keyring = Keyring.from_toml(toml_of([key(1)], "primary"))
     assert len(V1["policies"]) >= 10
@@ -303,5 +342,5 @@ def test_shared_lifetime_vectors() -> None:
 
 
 def test_every_section_of_the_vector_file_runs_here() -> None:
-    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes"}
+    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes", "schedules"}
     assert set(V1) == sections, "v1.json has a section this suite does not run"
