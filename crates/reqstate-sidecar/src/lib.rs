@@ -33,6 +33,7 @@ pub mod call_gate;
 pub mod call_metrics;
 pub mod cli;
 pub mod config;
+pub mod connect;
 pub mod health;
 /// Keyring files on disk and their checks: the `reqstate-keyring-file`
 /// crate, under the name the sidecar's modules use.
