@@ -222,6 +222,8 @@ def _codec(parsed: Parsed) -> Codec:
         raise UsageError(error.message) from None
     try:
         return Codec(keyring, **{k: v for k, v in policy.items() if v is not None})
+    except KeyringError as error:  # a schedule this policy refuses (docs/KEYRING.md)
+        raise UsageError(f"keyring {path}: invalid keyring: {error.message}") from None
     except (ReqstateError, OverflowError) as error:
         raise UsageError(f"policy: {error}") from None
 
