@@ -190,7 +190,11 @@ fn schedule_vectors_through_every_implementation() -> TestResult {
                 args.extend(policy.iter().cloned());
                 args.extend(strings(&["--token", "EQE"]));
                 let got = outcome(&what, &run(imp, &args, None)?, "verify")?;
-                assert_eq!(got, Outcome::Usage, "{what}: a refused keyring must exit 64");
+                assert_eq!(
+                    got,
+                    Outcome::Usage,
+                    "{what}: a refused keyring must exit 64"
+                );
             }
             refused += 1;
             continue;
@@ -205,7 +209,11 @@ fn schedule_vectors_through_every_implementation() -> TestResult {
             })
         };
         for at in vector["at"].as_array().ok_or("at")? {
-            check_fields(name, at, &["now", "minting", "deterministic", "token", "tokens"])?;
+            check_fields(
+                name,
+                at,
+                &["now", "minting", "deterministic", "token", "tokens"],
+            )?;
             let when = at["now"].as_u64().ok_or("now")?;
             let common = |command: &str| -> TestResult<Vec<String>> {
                 let mut args = strings(&[command, "--keyring", &keyring]);
@@ -231,7 +239,11 @@ fn schedule_vectors_through_every_implementation() -> TestResult {
                 let mut tokens = vec![(at["minting"].clone(), at["token"].clone(), "ok")];
                 for t in at["tokens"].as_array().ok_or("tokens")? {
                     check_fields(name, t, &["key_id", "token", "result"])?;
-                    tokens.push((t["key_id"].clone(), t["token"].clone(), t["result"].as_str().ok_or("result")?));
+                    tokens.push((
+                        t["key_id"].clone(),
+                        t["token"].clone(),
+                        t["result"].as_str().ok_or("result")?,
+                    ));
                 }
                 for (key_id, token, result) in tokens {
                     let mut args = common("verify")?;
@@ -246,7 +258,9 @@ fn schedule_vectors_through_every_implementation() -> TestResult {
                             assert_eq!(got["reason"], reason, "{what}: key {key_id}");
                         }
                         (got, want) => {
-                            return Err(format!("{what}: key {key_id}: {got:?}, want {want}").into());
+                            return Err(
+                                format!("{what}: key {key_id}: {got:?}, want {want}").into()
+                            );
                         }
                     }
                 }
@@ -254,6 +268,9 @@ fn schedule_vectors_through_every_implementation() -> TestResult {
             instants += 1;
         }
     }
-    assert!(refused >= 15 && instants >= 25, "{refused} refused, {instants} instants");
+    assert!(
+        refused >= 15 && instants >= 25,
+        "{refused} refused, {instants} instants"
+    );
     Ok(())
 }
