@@ -386,6 +386,13 @@ def test_list_keys(sidecar: Sidecar, transport: str) -> None:
     assert keys.keys[0].created_at == 1796040000  # 2026-11-30T12:00:00Z
     assert keys.primary is not None and keys.primary.id == 1
     assert keys.get(2) is not None and keys.get(4) is None
+    # The schedule fields and the evidence (issue 25): no schedule here, the
+    # file's statuses are what the keys do; the sidecar's clock and policy.
+    assert [k.file_status for k in keys.keys] == [k.status for k in keys.keys]
+    assert all(k.mint_from is None and k.retire_at is None for k in keys.keys)
+    assert keys.minting_key_id == 1 and keys.next_transition is None
+    assert abs(keys.now - time.time()) < 60
+    assert len(keys.keyring_sha256) == 64 and keys.max_ttl_seconds > 0
 
 
 def test_bearer_token_is_required(sidecar: Sidecar, transport: str) -> None:

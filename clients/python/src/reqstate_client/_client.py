@@ -15,6 +15,8 @@ from ._types import (
     ItemError,
     KeyInfo,
     KeyList,
+    Transition,
+    TransitionKind,
     KeyStatus,
     Minted,
     MintItem,
@@ -330,17 +332,36 @@ class Client:
     def list_keys(self, *, timeout: float | None = None) -> KeyList:
         """The sidecar's keys right now (never their material) and its keyring generation."""
         response = self._call("ListKeys", self._stub.ListKeys, pb.ListKeysRequest(), timeout)
+
+        def optional(message: Any, field: str) -> int | None:
+            return int(getattr(message, field)) if message.HasField(field) else None
+
+        t = response.next_transition if response.HasField("next_transition") else None
         return KeyList(
             keys=tuple(
                 KeyInfo(
                     id=k.id,
                     algorithm=Algorithm.from_wire(k.algorithm),
                     status=KeyStatus.from_wire(k.status),
-                    created_at=k.created_at if k.HasField("created_at") else None,
+                    created_at=optional(k, "created_at"),
+                    file_status=KeyStatus.from_wire(k.file_status),
+                    mint_from=optional(k, "mint_from"),
+                    retire_at=optional(k, "retire_at"),
+                    last_verified_at=optional(k, "last_verified_at"),
+                    minted=k.minted,
+                    verified=k.verified,
                 )
                 for k in response.keys
             ),
             keyring_generation=response.keyring_generation,
+            now=response.now,
+            minting_key_id=response.minting_key_id,
+            next_transition=None
+            if t is None
+            else Transition(at=t.at, key_id=t.key_id, kind=TransitionKind.from_wire(t.kind)),
+            keyring_sha256=response.keyring_sha256,
+            max_ttl_seconds=response.max_ttl_seconds,
+            clock_leeway_seconds=response.clock_leeway_seconds,
         )
 
     def health(self, service: str = "", *, timeout: float | None = None) -> str:

@@ -177,20 +177,65 @@ class Unsealed:
 
 @dataclass(frozen=True)
 class KeyInfo:
-    """One key of the sidecar's keyring, without its material."""
+    """One key of the sidecar's keyring, without its material.
+
+    `status` is what the key does now at the sidecar's clock (PRIMARY: it
+    mints; RETIRED: its tokens are refused), following the keyring's
+    schedule; `file_status` is what the file writes. Instants are unix
+    seconds."""
 
     id: int
     algorithm: Algorithm
     status: KeyStatus
     created_at: int | None = None
+    file_status: KeyStatus = KeyStatus.UNSPECIFIED
+    mint_from: int | None = None
+    retire_at: int | None = None
+    last_verified_at: int | None = None
+    minted: int = 0
+    verified: int = 0
+
+
+class TransitionKind(enum.IntEnum):
+    """Mirrors `reqstate.v1.TransitionKind` (without the prefix)."""
+
+    UNSPECIFIED = 0
+    STARTS_MINTING = 1
+    RETIRES = 2
+    UNRECOGNIZED = -1
+
+    @classmethod
+    def from_wire(cls, value: int) -> TransitionKind:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNRECOGNIZED
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A scheduled change: key `key_id` starts minting or retires at `at`."""
+
+    at: int
+    key_id: int
+    kind: TransitionKind
 
 
 @dataclass(frozen=True)
 class KeyList:
-    """The sidecar's keys (`ListKeysResponse`)."""
+    """The sidecar's keys (`ListKeysResponse`): which key mints at `now`
+    (the sidecar's clock), the next scheduled transition, the SHA-256 of
+    the keyring file it serves (equal on replicas that loaded the same
+    file) and the policy its schedule checks use."""
 
     keys: tuple[KeyInfo, ...]
     keyring_generation: int
+    now: int = 0
+    minting_key_id: int = 0
+    next_transition: Transition | None = None
+    keyring_sha256: str = ""
+    max_ttl_seconds: int = 0
+    clock_leeway_seconds: int = 0
 
     @property
     def primary(self) -> KeyInfo | None:

@@ -45,6 +45,12 @@ class KeyStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KEY_STATUS_PRIMARY: _ClassVar[KeyStatus]
     KEY_STATUS_ACTIVE: _ClassVar[KeyStatus]
     KEY_STATUS_RETIRED: _ClassVar[KeyStatus]
+
+class TransitionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSITION_KIND_UNSPECIFIED: _ClassVar[TransitionKind]
+    TRANSITION_KIND_STARTS_MINTING: _ClassVar[TransitionKind]
+    TRANSITION_KIND_RETIRES: _ClassVar[TransitionKind]
 REASON_UNSPECIFIED: Reason
 REASON_TOO_LARGE: Reason
 REASON_MALFORMED: Reason
@@ -75,6 +81,9 @@ KEY_STATUS_UNSPECIFIED: KeyStatus
 KEY_STATUS_PRIMARY: KeyStatus
 KEY_STATUS_ACTIVE: KeyStatus
 KEY_STATUS_RETIRED: KeyStatus
+TRANSITION_KIND_UNSPECIFIED: TransitionKind
+TRANSITION_KIND_STARTS_MINTING: TransitionKind
+TRANSITION_KIND_RETIRES: TransitionKind
 
 class MintRequest(_message.Message):
     __slots__ = ("tool", "step", "state", "state_json", "ttl_seconds", "context", "single_use")
@@ -225,21 +234,55 @@ class ListKeysRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class KeyInfo(_message.Message):
-    __slots__ = ("id", "algorithm", "status", "created_at")
+    __slots__ = ("id", "algorithm", "status", "created_at", "file_status", "mint_from", "retire_at", "last_verified_at", "minted", "verified")
     ID_FIELD_NUMBER: _ClassVar[int]
     ALGORITHM_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    FILE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    MINT_FROM_FIELD_NUMBER: _ClassVar[int]
+    RETIRE_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_VERIFIED_AT_FIELD_NUMBER: _ClassVar[int]
+    MINTED_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
     id: int
     algorithm: Algorithm
     status: KeyStatus
     created_at: int
-    def __init__(self, id: _Optional[int] = ..., algorithm: _Optional[_Union[Algorithm, str]] = ..., status: _Optional[_Union[KeyStatus, str]] = ..., created_at: _Optional[int] = ...) -> None: ...
+    file_status: KeyStatus
+    mint_from: int
+    retire_at: int
+    last_verified_at: int
+    minted: int
+    verified: int
+    def __init__(self, id: _Optional[int] = ..., algorithm: _Optional[_Union[Algorithm, str]] = ..., status: _Optional[_Union[KeyStatus, str]] = ..., created_at: _Optional[int] = ..., file_status: _Optional[_Union[KeyStatus, str]] = ..., mint_from: _Optional[int] = ..., retire_at: _Optional[int] = ..., last_verified_at: _Optional[int] = ..., minted: _Optional[int] = ..., verified: _Optional[int] = ...) -> None: ...
 
 class ListKeysResponse(_message.Message):
-    __slots__ = ("keys", "keyring_generation")
+    __slots__ = ("keys", "keyring_generation", "now", "minting_key_id", "next_transition", "keyring_sha256", "max_ttl_seconds", "clock_leeway_seconds")
     KEYS_FIELD_NUMBER: _ClassVar[int]
     KEYRING_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    MINTING_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TRANSITION_FIELD_NUMBER: _ClassVar[int]
+    KEYRING_SHA256_FIELD_NUMBER: _ClassVar[int]
+    MAX_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_LEEWAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     keys: _containers.RepeatedCompositeFieldContainer[KeyInfo]
     keyring_generation: int
-    def __init__(self, keys: _Optional[_Iterable[_Union[KeyInfo, _Mapping]]] = ..., keyring_generation: _Optional[int] = ...) -> None: ...
+    now: int
+    minting_key_id: int
+    next_transition: Transition
+    keyring_sha256: str
+    max_ttl_seconds: int
+    clock_leeway_seconds: int
+    def __init__(self, keys: _Optional[_Iterable[_Union[KeyInfo, _Mapping]]] = ..., keyring_generation: _Optional[int] = ..., now: _Optional[int] = ..., minting_key_id: _Optional[int] = ..., next_transition: _Optional[_Union[Transition, _Mapping]] = ..., keyring_sha256: _Optional[str] = ..., max_ttl_seconds: _Optional[int] = ..., clock_leeway_seconds: _Optional[int] = ...) -> None: ...
+
+class Transition(_message.Message):
+    __slots__ = ("at", "key_id", "kind")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    at: int
+    key_id: int
+    kind: TransitionKind
+    def __init__(self, at: _Optional[int] = ..., key_id: _Optional[int] = ..., kind: _Optional[_Union[TransitionKind, str]] = ...) -> None: ...
