@@ -205,7 +205,14 @@ function setup(p: Parsed) {
   });
   const ctx = context(p);
   const keyring = loadKeyring(keyringPath, p.switches.has('allow-insecure-keyring-permissions'));
-  const codec = new Codec({ keyring, policy, clock: now === undefined ? undefined : () => now });
+  let codec: Codec;
+  try {
+    // Checks the keyring's schedule against this policy (docs/KEYRING.md, "Keys on a schedule").
+    codec = new Codec({ keyring, policy, clock: now === undefined ? undefined : () => now });
+  } catch (e) {
+    if (e instanceof ReqstateError && e.reason === 'invalid_keyring') usage(`keyring ${keyringPath}: ${e.message}`);
+    throw e;
+  }
   return { codec, ctx, tool: p.flags.get('tool')! };
 }
 

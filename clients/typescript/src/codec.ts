@@ -3,7 +3,7 @@ import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { base64urlDecodeStrict, base64urlEncode, concat, equalBytes, isWellFormed, lp, utf8 } from './bytes.js';
 import { CborError, checkStateBytes, decodeValue, encodeClaims, encodeValue, parseClaims } from './cbor.js';
 import { ReqstateError, fail } from './errors.js';
-import { ALGORITHM_IDS, Key, Keyring, type KeyringSources } from './keyring.js';
+import { ALGORITHM_IDS, Key, Keyring, formatInstant, type KeyringSources } from './keyring.js';
 import { TOKEN_ID_LEN, recordedOrThrow, spentId, spentRecord, storeRefusal, type ReplayStore, type SpentId, type SpentRecord, type SyncReplayStore } from './singleuse.js';
 
 export const U64_MAX = (1n << 64n) - 1n;
@@ -68,7 +68,12 @@ export const systemRandom: RandomSource = (n) => {
 };
 
 export interface CodecOptions {
-  /** A {@link Keyring}, or keyring text: TOML (docs/KEYRING.md) or the compact form. */
+  /**
+   * A {@link Keyring}, or keyring text: TOML (docs/KEYRING.md) or the compact
+   * form. Its schedule, if any, is checked against the policy
+   * ({@link Keyring.checkSchedule}: `invalid_keyring` if a `retire_at` would
+   * refuse tokens still live).
+   */
   keyring: Keyring | string;
   /** How `secret_file` / `secret_env` of a TOML keyring are resolved. */
   sources?: KeyringSources;
@@ -161,7 +166,12 @@ function readClock(clock: Clock): bigint {
 
 const small = (v: bigint) => Number(v);
 
-/** A keyring, a policy, a clock and a random source: mints and verifies. */
+/**
+ * A keyring, a policy, a clock and a random source: mints and verifies. The
+ * key that mints is the keyring's minting key at the clock's reading
+ * ({@link Keyring.mintingKey}); a token whose key is retired at that reading
+ * (its status, or its `retireAt`) is refused with `retired_key`.
+ */
 export class Codec {
   readonly keyring: Keyring;
   readonly policy: Policy;
@@ -172,13 +182,14 @@ export class Codec {
     this.keyring = typeof options.keyring === 'string' ? Keyring.parse(options.keyring, options.sources) : options.keyring;
     if (!(this.keyring instanceof Keyring)) fail('invalid_keyring', 'keyring must be a Keyring or keyring text');
     this.policy = options.policy instanceof Policy ? options.policy : new Policy(options.policy);
+    this.keyring.checkSchedule(this.policy);
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? systemRandom;
   }
 
   // ------------------------------------------------------------ minting
 
-  /** Mints a state token under the primary key (FORMAT.md §8, mint list). */
+  /** Mints a state token under the key that mints now (FORMAT.md §8, mint list; {@link Keyring.mintingKey}). */
   mint(options: MintOptions): Minted {
     const r = this.mintExact(options);
     return { token: r.token, keyId: r.keyId, issuedAt: small(r.issuedAt), expiresAt: small(r.expiresAt) };
@@ -250,19 +261,19 @@ export class Codec {
       // FORMAT.md §5.1: the token id, drawn after check 4 and before check 5's r.
       body = concat(new Uint8Array([0xa5, 0x00, 0x40 | TOKEN_ID_LEN]), this.draw(TOKEN_ID_LEN), body.subarray(1));
     }
-    const key = this.keyring.primary;
+    const key = this.keyring.mintingKey(now);
     // 5. randomness (XChaCha) and 6. size
     const token = base64urlEncode(this.wrap(kind, key, tool, context, body));
     if (token.length > this.policy.maxTokenLen) fail('too_large', `the token would be ${token.length} characters, over max_token_len ${this.policy.maxTokenLen}`);
     return { token, keyId: key.id, issuedAt: now, expiresAt: now + ttl };
   }
 
-  /** Seals opaque bytes bound to `aad` (FORMAT.md §6). */
+  /** Seals opaque bytes bound to `aad` (FORMAT.md §6), under the key that mints now. */
   seal(payload: Uint8Array, aad?: Context): { token: string; keyId: number } {
     const a = bytesOf(aad, 'aad');
     if (a.length > MAX_CONTEXT) fail('invalid_argument', 'the aad is over 65536 bytes');
     if (!(payload instanceof Uint8Array)) fail('invalid_argument', 'the payload must be a Uint8Array');
-    const key = this.keyring.primary;
+    const key = this.keyring.mintingKey(readClock(this.clock));
     const token = base64urlEncode(this.wrap(KIND_SEALED, key, new Uint8Array(0), a, payload));
     if (token.length > this.policy.maxTokenLen) fail('too_large', `the token would be ${token.length} characters, over max_token_len ${this.policy.maxTokenLen}`);
     return { token, keyId: key.id };
@@ -329,7 +340,9 @@ export class Codec {
     const context = bytesOf(options.context, 'context');
     if (context.length > MAX_CONTEXT) fail('invalid_argument', 'the context is over 65536 bytes');
     if (options.expectedStep !== undefined && typeof options.expectedStep !== 'string') fail('invalid_argument', 'the expected step must be a string');
-    const { key, body } = this.open(token, kind, tool, context);
+    // One clock reading for the key's retirement (step 7) and the lifetime checks (steps 11-12).
+    const now = readClock(this.clock);
+    const { key, body } = this.open(token, kind, tool, context, now);
     // 9.
     let claims;
     let tokenId: Uint8Array | undefined;
@@ -350,7 +363,6 @@ export class Codec {
     const expires = claims.issuedAt + claims.lifetime;
     if (claims.lifetime === 0n || expires > U64_MAX) fail('malformed', 'lifetime of zero or an expiry beyond 2^64 - 1');
     if (claims.lifetime > BigInt(this.policy.maxLifetime)) fail('lifetime_too_long', `lifetime ${claims.lifetime} s is over max_lifetime`);
-    const now = readClock(this.clock);
     const leeway = BigInt(this.policy.clockLeeway);
     const sat = (x: bigint) => (x > U64_MAX ? U64_MAX : x);
     // 11.
@@ -386,12 +398,12 @@ export class Codec {
   unseal(token: string, aad?: Context): { payload: Uint8Array; keyId: number } {
     const a = bytesOf(aad, 'aad');
     if (a.length > MAX_CONTEXT) fail('invalid_argument', 'the aad is over 65536 bytes');
-    const { key, body } = this.open(token, KIND_SEALED, new Uint8Array(0), a);
+    const { key, body } = this.open(token, KIND_SEALED, new Uint8Array(0), a, readClock(this.clock));
     return { payload: body, keyId: key.id };
   }
 
-  /** Steps 1 to 8: returns the authenticated body. */
-  private open(token: string, kindWanted: number, tool: Uint8Array, context: Uint8Array): { key: Key; body: Uint8Array } {
+  /** Steps 1 to 8 at the clock reading `now`: returns the authenticated body. */
+  private open(token: string, kindWanted: number, tool: Uint8Array, context: Uint8Array, now: bigint): { key: Key; body: Uint8Array } {
     if (typeof token !== 'string') fail('malformed', 'the token must be a string');
     // 1.
     if (token.length > this.policy.maxTokenLen || byteLength(token) > this.policy.maxTokenLen) fail('too_large', `over max_token_len ${this.policy.maxTokenLen}`);
@@ -432,7 +444,7 @@ export class Codec {
     // 7.
     const key = this.keyring.get(id);
     if (key === undefined) fail('unknown_key', `no key ${id}`);
-    if (key.status === 'retired') fail('retired_key', `key ${id} is retired`);
+    if (key.isRetiredAt(now)) fail('retired_key', key.status === 'retired' ? `key ${id} is retired` : `key ${id} is retired since ${formatInstant(key.retireAt!)}`);
     if (ALGORITHM_IDS[key.algorithm] !== alg) fail('algorithm_mismatch', `key ${id} is ${key.algorithm}`);
     // 8.
     const a = concat(prefix, lp(tool), lp(context));

@@ -2,7 +2,19 @@
 // minted and verified in-process. No Node-only APIs: the same build runs on
 // Cloudflare workerd, Node >= 20, Deno and Bun.
 export { REASONS, ReqstateError, isReqstateError, type Reason } from './errors.js';
-export { Key, Keyring, type Algorithm, type KeySpec, type KeyStatus, type KeyringSources } from './keyring.js';
+export {
+  Key,
+  Keyring,
+  MAX_INSTANT,
+  formatInstant,
+  parseInstant,
+  type Algorithm,
+  type KeySpec,
+  type KeyStatus,
+  type KeyringSources,
+  type SchedulePolicy,
+  type Transition,
+} from './keyring.js';
 export {
   Codec,
   Policy,

@@ -226,13 +226,15 @@ export function runSuite(lib, vectorsText, callContextText) {
     });
   }
   // A keyring vector as the keyring file it stands for (docs/KEYRING.md):
-  // JSON strings are TOML basic strings, `created` is written bare.
+  // JSON strings are TOML basic strings, `created` (and a schedule's
+  // `mint_from` and `retire_at`) are written bare.
+  const BARE = ['created', 'mint_from', 'retire_at'];
   const keyringToml = (v) => {
     let out = v.version === undefined ? '' : `version = ${v.version}\n`;
     for (const k of v.keys) {
       out += `\n[[key]]\n`;
       for (const [field, value] of Object.entries(k)) {
-        out += `${field} = ${field === 'created' || typeof value !== 'string' ? value : JSON.stringify(value)}\n`;
+        out += `${field} = ${BARE.includes(field) || typeof value !== 'string' ? value : JSON.stringify(value)}\n`;
       }
     }
     return out;
@@ -252,6 +254,38 @@ export function runSuite(lib, vectorsText, callContextText) {
       eq(codec.verify(mine.token, args).keyId, m.key_id, 'key_id minted with');
       if (m.deterministic) eq(mine.token, m.token, 'token');
     });
+  }
+  // Keys on a schedule (docs/KEYRING.md): the file is loaded and checked
+  // against the vector's policy by the Codec that serves it; then, at each
+  // instant, the minting key, its token, and which keys' tokens verify.
+  const schedulePolicy = (v) => new Policy({ maxTokenLen: v.policy.max_token_len, clockLeeway: v.policy.clock_leeway, maxLifetime: v.policy.max_lifetime });
+  for (const v of V.schedules) {
+    if (v.expect_fail !== undefined) {
+      check('schedules', `${v.name}: refused`, () => {
+        const e = refuses(() => new Codec({ keyring: Keyring.fromToml(keyringToml(v)), policy: schedulePolicy(v) }), v.expect_fail);
+        for (const k of v.keys) if (e.message.includes(k.secret)) throw new Error('the message shows a secret');
+      });
+      continue;
+    }
+    for (const at of v.at) {
+      check('schedules', `${v.name}: at ${at.now}`, () => {
+        const c = v.claims;
+        const codec = new Codec({ keyring: Keyring.fromToml(keyringToml(v)), policy: schedulePolicy(v), clock: () => BigInt(at.now) });
+        eq(codec.keyring.mintingKey(BigInt(at.now)).id, at.minting, 'minting key');
+        const args = { tool: c.tool, context: hex(c.context), decode: false };
+        const mine = codec.mintExact({ tool: c.tool, step: c.step, stateCbor: hex(c.state_cbor), ttl: c.ttl, context: hex(c.context) });
+        eq(mine.keyId, at.minting, 'key_id minted with');
+        if (at.deterministic) eq(mine.token, at.token, 'token');
+        eq(codec.verify(mine.token, args).keyId, at.minting, 'key_id of the token minted here');
+        const got = codec.verify(at.token, args);
+        eq(got.keyId, at.minting, 'key_id of token');
+        eq(`${got.step}|${toHex(got.stateCbor)}|${got.issuedAtBig}`, `${c.step}|${c.state_cbor}|${at.now}`, 'claims of token');
+        for (const t of at.tokens) {
+          if (t.result === 'ok') eq(codec.verify(t.token, args).keyId, t.key_id, `key ${t.key_id}'s token`);
+          else refuses(() => codec.verify(t.token, args), t.result);
+        }
+      });
+    }
   }
   for (const v of V.policies) {
     check('policies', v.name, () => {
@@ -279,11 +313,11 @@ export function runSuite(lib, vectorsText, callContextText) {
   }
   for (const section of Object.keys(V)) {
     // `shared_lifetimes` is the Redis store's rule (@reqstate/codec/redis, Node only): run by test/redisrule.test.js.
-    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings', 'policies', 'shared_lifetimes'].includes(section)) {
+    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings', 'schedules', 'policies', 'shared_lifetimes'].includes(section)) {
       failures.push({ name: 'suite', error: `v1.json has a section ${section} this suite does not run` });
     }
   }
-  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + V.policies.length + C.cases.length;
+  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + V.schedules.reduce((n, v) => n + (v.at?.length ?? 1), 0) + V.policies.length + C.cases.length;
   if (passed + failures.length !== expected) failures.push({ name: 'suite', error: `ran ${passed + failures.length} checks, expected ${expected}` });
   return { passed, failures, counts, expected };
 }
