@@ -15,10 +15,12 @@ mod redis_server;
 mod sidecar_process;
 
 mod cli;
+mod evidence;
 mod faults;
 mod hardening;
 mod keyring_files;
 mod probes;
+mod quiet_reloads;
 mod reload;
 mod rpc;
 mod secret_refs;
