@@ -250,17 +250,33 @@ export class Client {
     return { valid: true, payload: res.payload, keyId: res.keyId };
   }
 
-  /** The keys the sidecar holds (never their material). */
+  /**
+   * The keys the sidecar holds (never their material): what each does at
+   * the sidecar's clock, its schedule and its evidence; the key that mints
+   * now and the next scheduled transition.
+   */
   async listKeys(): Promise<ListKeysResult> {
     const res = await this.call('ListKeys', {});
-    return {
+    const given = (v: unknown) => v !== undefined && v !== null;
+    const out: ListKeysResult = {
       keyringGeneration: res.keyringGeneration,
       keys: res.keys.map((k: Message) => {
-        const key: KeyInfo = { id: k.id, algorithm: k.algorithm, status: k.status };
-        if (k.createdAt !== undefined && k.createdAt !== null) key.createdAt = k.createdAt;
+        const key: KeyInfo = { id: k.id, algorithm: k.algorithm, status: k.status, fileStatus: k.fileStatus, minted: k.minted, verified: k.verified };
+        if (given(k.createdAt)) key.createdAt = k.createdAt;
+        if (given(k.mintFrom)) key.mintFrom = k.mintFrom;
+        if (given(k.retireAt)) key.retireAt = k.retireAt;
+        if (given(k.lastVerifiedAt)) key.lastVerifiedAt = k.lastVerifiedAt;
         return key;
       }),
+      now: res.now,
+      mintingKeyId: res.mintingKeyId,
+      keyringSha256: res.keyringSha256,
+      maxTtlSeconds: res.maxTtlSeconds,
+      clockLeewaySeconds: res.clockLeewaySeconds,
     };
+    const t: Message = res.nextTransition;
+    if (t !== undefined && t !== null) out.nextTransition = { at: t.at, keyId: t.keyId, kind: t.kind };
+    return out;
   }
 
   /** Closes the connection. Calls made afterwards reject. */

@@ -17,6 +17,8 @@ export type {
   Reason,
   SealRequest,
   SealResult,
+  Transition,
+  TransitionKind,
   UnsealRequest,
   UnsealResult,
   VerifyInvalid,

@@ -146,13 +146,55 @@ export type UnsealResult = { valid: true; payload: Buffer; keyId: number } | { v
 export interface KeyInfo {
   id: number;
   algorithm: Algorithm;
+  /**
+   * What the key does at the sidecar's clock (`ListKeysResult.now`):
+   * PRIMARY if it mints, RETIRED if its tokens are refused (by its status or
+   * its `retireAt`), ACTIVE if it verifies only (docs/KEYRING.md, "Keys on a
+   * schedule").
+   */
   status: KeyStatus;
+  /** The status the keyring file writes, before its schedule. */
+  fileStatus: KeyStatus;
   /** Unix seconds, when the keyring says. */
   createdAt?: number;
+  /** Unix seconds from which the key mints (`mint_from`), if scheduled. */
+  mintFrom?: number;
+  /** Unix seconds from which its tokens are refused (`retire_at`), if scheduled. */
+  retireAt?: number;
+  /** The last time (unix seconds) this sidecar accepted a token of the key since it started; absent if never. */
+  lastVerifiedAt?: number;
+  /** Tokens this sidecar minted (Mint, Seal) under the key since it started. */
+  minted: number;
+  /** Tokens this sidecar accepted under the key since it started. */
+  verified: number;
+}
+
+/** What a scheduled transition does, as the proto enum `reqstate.v1.TransitionKind` names it. */
+export type TransitionKind = 'TRANSITION_KIND_UNSPECIFIED' | 'TRANSITION_KIND_STARTS_MINTING' | 'TRANSITION_KIND_RETIRES';
+
+/** One change of a keyring's schedule. */
+export interface Transition {
+  /** Unix seconds. */
+  at: number;
+  keyId: number;
+  kind: TransitionKind;
 }
 
 /** What `listKeys` answers. */
 export interface ListKeysResult {
+  /** Every key, ordered by id. */
   keys: KeyInfo[];
   keyringGeneration: number;
+  /** The sidecar's clock when it answered (unix seconds): the instant `status` and `mintingKeyId` are for. */
+  now: number;
+  /** The id of the key that mints at `now`. */
+  mintingKeyId: number;
+  /** The next scheduled transition after `now`, if any. */
+  nextTransition?: Transition;
+  /** SHA-256 of the keyring file in service, lowercase hex (empty for `serve --dev`). */
+  keyringSha256: string;
+  /** The longest token lifetime the sidecar serves, seconds. */
+  maxTtlSeconds: number;
+  /** The clock leeway the sidecar serves, seconds. */
+  clockLeewaySeconds: number;
 }

@@ -166,7 +166,14 @@ for (const transport of ['unix', 'tcp']) {
     test('listKeys', async () => {
       const keys = await client.listKeys();
       assert.equal(keys.keyringGeneration, 1);
-      assert.deepEqual(keys.keys, [{ id: 1, algorithm: 'ALGORITHM_XCHACHA20_POLY1305', status: 'KEY_STATUS_PRIMARY' }]);
+      assert.deepEqual(
+        keys.keys.map((k) => [k.id, k.algorithm, k.status, k.fileStatus, k.mintFrom, k.retireAt]),
+        [[1, 'ALGORITHM_XCHACHA20_POLY1305', 'KEY_STATUS_PRIMARY', 'KEY_STATUS_PRIMARY', undefined, undefined]],
+      );
+      // The tests before this one minted and verified under key 1.
+      assert.ok(keys.keys[0].minted > 0 && keys.keys[0].verified > 0, JSON.stringify(keys.keys));
+      assert.deepEqual([keys.mintingKeyId, keys.nextTransition, keys.clockLeewaySeconds, keys.maxTtlSeconds], [1, undefined, 0, 86400]);
+      assert.match(keys.keyringSha256, /^[0-9a-f]{64}$/);
     });
 
     test('mintBatch keeps order and per-item failures', async () => {
@@ -248,6 +255,7 @@ for (const transport of ['unix', 'tcp']) {
 
       const first = await client.verify({ ...verify, consume: true });
       assert.ok(first.valid);
+      assert.equal(first.keyId, 1);
       assert.equal(first.step, 'confirm');
       assert.equal(first.stateJson, '{"coupon":7}');
       assert.equal(first.issuedAt, once.issuedAt);
