@@ -240,7 +240,7 @@ export class Keyring {
   /** What `key` does at `now`: `primary` if it mints, `retired` if its tokens are refused, `active` if it verifies only. */
   statusAt(key: Key, now: number | bigint): KeyStatus {
     if (key.isRetiredAt(now)) return 'retired';
-    return this.mintingKey(now) === key ? 'primary' : 'active';
+    return this.mintingKey(now).id === key.id ? 'primary' : 'active';
   }
 
   /** Every scheduled instant, in order: keys starting to mint and keys retiring (a retirement after a takeover at the same instant). */
@@ -270,7 +270,8 @@ export class Keyring {
   checkSchedule(policy: SchedulePolicy): void {
     const order = this.mintOrder;
     for (let i = 0; i + 1 < order.length; i++) {
-      const [key, next] = [order[i], order[i + 1]];
+      const key = order[i];
+      const next = order[i + 1];
       if (key.retireAt === undefined) continue;
       const takeover = next.mintFrom!;
       const safe = takeover + policy.maxLifetime + policy.clockLeeway;
