@@ -31,6 +31,7 @@ use zeroize::{Zeroize, Zeroizing};
 
 use crate::metrics::Metrics;
 use crate::reload::OffThreadReads;
+use crate::reload::{RefusalMemory, file_version};
 
 /// Most tokens one file may hold.
 pub const MAX_TOKENS: usize = 16;
@@ -178,12 +179,14 @@ impl AuthTokenFile {
 /// Reloads the token file into the shared tokens: a file that cannot be
 /// read or has no valid token is refused (logged at `ERROR`, counted in
 /// `reqstate_auth_token_reload_failures_total`) and the previous tokens
-/// stay.
+/// stay. A refused version of the file is reported once, as the keyring's
+/// ([`RefusalMemory`]); a SIGHUP always reports.
 pub struct TokenReloader {
     path: PathBuf,
     permissions: KeyringPermissions,
     shared: SharedBearerTokens,
     last_good: Zeroizing<Vec<u8>>,
+    refused: RefusalMemory,
     metrics: Arc<Metrics>,
     timeout: Duration,
     reads: OffThreadReads,
@@ -211,6 +214,7 @@ impl TokenReloader {
             permissions,
             shared,
             last_good: initial_contents,
+            refused: RefusalMemory::default(),
             metrics,
             timeout: RELOAD_TIMEOUT,
             reads: OffThreadReads::default(),
@@ -224,20 +228,34 @@ impl TokenReloader {
 
     /// Reads the file (on a thread of its own, for at most
     /// [`RELOAD_TIMEOUT`], with the keyring's cap on stuck reads) and swaps
-    /// its tokens in if it changed and is valid.
-    pub async fn reload(&mut self) {
+    /// its tokens in if it changed and is valid. A refusal is reported
+    /// unless it is the same as the last one, of the same bytes, and not
+    /// `force`d (SIGHUP).
+    pub async fn reload(&mut self, force: bool) {
         let (path, permissions) = (self.path.clone(), self.permissions);
         let read = self
             .reads
             .read("token-reload", self.timeout, move || {
-                BearerTokens::read(&path, permissions)
+                let version = file_version(&path, permissions, MAX_FILE_LEN);
+                (BearerTokens::read(&path, permissions), version)
             })
             .await;
         let (contents, tokens) = match read {
-            Ok(Ok(loaded)) => loaded,
-            Ok(Err(e)) => return self.refused(&e),
+            Ok((Ok(loaded), _)) => loaded,
+            Ok((Err(e), version)) => {
+                if self.refused.is_new(force, &e, version.as_deref()) {
+                    self.refused(&e);
+                } else {
+                    tracing::debug!(
+                        file = %self.path.display(),
+                        "bearer token file unchanged since its last refusal; not reported again"
+                    );
+                }
+                return;
+            }
             Err(abandoned) => return self.refused(&abandoned),
         };
+        self.refused.clear();
         if contents == self.last_good {
             return;
         }

@@ -398,7 +398,7 @@ impl Collector for KeyringCollector {
         for (label, counters) in &refusal_rows {
             for (i, reason) in Refusal::REASONS.iter().enumerate() {
                 m.refusals
-                    .with_label_values(&[label, reason])
+                    .with_label_values(&[label.as_str(), reason])
                     .inc_by(counters.refusals[i].load(Ordering::Relaxed));
             }
         }
@@ -429,7 +429,7 @@ mod tests {
     fn a_tokens_key_id_is_read_from_its_header() -> Result<(), Box<dyn std::error::Error>> {
         let codec = reqstate::Codec::new(Keyring::from_toml(TWO_KEYS)?);
         let minted = codec.mint(
-            reqstate::Binding::new("t", &serde_json::json!({}))?,
+            reqstate::Binding::with_context_bytes("t", b"{}")?,
             "s",
             &0u8,
             std::time::Duration::from_secs(60),
@@ -456,10 +456,7 @@ mod tests {
         contents.extend_from_slice(&44u64.to_be_bytes());
         contents.extend_from_slice(&[b'A'; 44]);
         assert_eq!(keyring_file_bytes(&contents), TWO_KEYS.as_bytes());
-        assert_eq!(
-            keyring_file_bytes(TWO_KEYS.as_bytes()),
-            TWO_KEYS.as_bytes()
-        );
+        assert_eq!(keyring_file_bytes(TWO_KEYS.as_bytes()), TWO_KEYS.as_bytes());
     }
 
     #[test]

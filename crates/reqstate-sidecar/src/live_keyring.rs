@@ -7,6 +7,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use reqstate::Codec;
 
+use crate::key_evidence::KeyEvidence;
+
 /// The codec in service and which keyring generation it holds.
 #[derive(Debug)]
 pub struct KeyringInService {
@@ -14,15 +16,18 @@ pub struct KeyringInService {
     pub codec: Codec,
     /// 1 for the keyring loaded at start, one more per successful reload.
     pub generation: u64,
+    /// The per-key counters of this keyring and its file's SHA-256.
+    pub evidence: KeyEvidence,
 }
 
 /// The shared, atomically swappable keyring state.
 pub type SharedKeyring = Arc<ArcSwap<KeyringInService>>;
 
 /// The shared state for the keyring loaded at start: generation 1.
-pub fn shared(codec: Codec) -> SharedKeyring {
+pub fn shared(codec: Codec, evidence: KeyEvidence) -> SharedKeyring {
     Arc::new(ArcSwap::from_pointee(KeyringInService {
         codec,
         generation: 1,
+        evidence,
     }))
 }

@@ -18,6 +18,9 @@ use reqstate::Keyring;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::key_evidence::KeyringCollector;
+use crate::live_keyring::SharedKeyring;
+
 /// Every metric the sidecar exports, in its own registry.
 pub struct Metrics {
     registry: Registry,
@@ -115,8 +118,11 @@ impl Metrics {
             &registry,
             IntCounter::new(
                 "reqstate_keyring_reload_failures_total",
-                "Keyring reloads refused (unreadable, insecure or invalid file); \
-                 the previous keyring stayed in service",
+                "Keyring reloads refused (unreadable, insecure or invalid file, or a \
+                 schedule that refuses live tokens under the policy served); the \
+                 previous keyring stayed in service. One per refused version of the \
+                 file: the same refused bytes read again on a directory event are not \
+                 counted again (a SIGHUP always is)",
             ),
         )?;
         // Added for reload time limits (reload.rs).
@@ -140,7 +146,8 @@ impl Metrics {
             IntCounter::new(
                 "reqstate_auth_token_reload_failures_total",
                 "Bearer token file reloads refused (unreadable file, no valid token); \
-                 the previous tokens stayed accepted",
+                 the previous tokens stayed accepted. One per refused version of the \
+                 file, as for the keyring",
             ),
         )?;
         let keys = registered(
@@ -283,6 +290,15 @@ impl Metrics {
                 ])
                 .set(1);
         }
+    }
+
+    /// Registers the per-key metrics of [`crate::key_evidence`] (tokens
+    /// minted, accepted and refused per key, each key's status now, the
+    /// minting and newest key ids, the keyring file's SHA-256), read from
+    /// the keyring in service at each scrape.
+    pub fn watch_keyring(&self, shared: SharedKeyring) -> Result<(), prometheus::Error> {
+        self.registry
+            .register(Box::new(KeyringCollector::new(shared)?))
     }
 
     /// Counts a successful reload.

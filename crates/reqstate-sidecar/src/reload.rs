@@ -1,4 +1,9 @@
-//! Keyring hot reload: SIGHUP and changes in the keyring's directory, debounced (never for ever), read with a time limit, validated whole, then swapped in atomically. The bearer token file ([`crate::bearer`]) reloads on the same triggers.
+//! Keyring hot reload: SIGHUP and changes in the keyring's directory, debounced (never for ever), read with a time limit, validated whole (the schedule against the policy served too), then swapped in atomically. The bearer token file ([`crate::bearer`]) reloads on the same triggers.
+//!
+//! A refused file is reported once per version: the same refused bytes (and
+//! the same error) read again after a directory event that did not change
+//! them are not logged or counted again ([`RefusalMemory`]); a SIGHUP always
+//! reloads and reports.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,8 +16,10 @@ use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 use crate::bearer::TokenReloader;
+use crate::key_evidence::{EvidenceBook, sha256_hex};
 use crate::keyring_source::{
-    KeyringLoadError, KeyringPermissions, LoadedKeyringFile, load_keyring_file, watched_directory,
+    KeyringLoadError, KeyringPermissions, LoadedKeyringFile, MAX_KEYRING_FILE_LEN,
+    load_keyring_file, read_protected_file, watched_directory,
 };
 use crate::live_keyring::{KeyringInService, SharedKeyring};
 use crate::metrics::Metrics;
@@ -70,15 +77,78 @@ type Loader = Arc<
     dyn Fn(&Path, KeyringPermissions) -> Result<LoadedKeyringFile, KeyringLoadError> + Send + Sync,
 >;
 
+/// The last refusal of a reloaded file, to report each refused version of
+/// the file once: the SHA-256 of the error's text and of the file's version
+/// ([`file_version`]: its bytes and its identity, when it can be read at
+/// all). A directory event that changes neither (a log file written next to
+/// the keyring, the sidecar's own `ERROR` line among them; a backup file;
+/// the sidecar's own reads) refuses nothing new, while every write of the
+/// file, even of the same bytes, is a new version.
+#[derive(Debug, Default)]
+pub struct RefusalMemory {
+    last: Option<String>,
+}
+
+/// A version of the file at `path`: the SHA-256 of its identity (device,
+/// inode, size, modification and change times, after symlinks: a write, a
+/// rename over it or a `..data` swap changes it; a read does not) and of its
+/// bytes. `None` when it cannot be read.
+pub fn file_version(path: &Path, permissions: KeyringPermissions, max_len: u64) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    let bytes = read_protected_file(path, permissions, max_len).ok()?;
+    let mut seen = Zeroizing::new(Vec::with_capacity(bytes.len() + 48));
+    for field in [
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime() as u64,
+        meta.mtime_nsec() as u64,
+        meta.ctime() as u64,
+        meta.ctime_nsec() as u64,
+    ] {
+        seen.extend_from_slice(&field.to_be_bytes());
+    }
+    seen.extend_from_slice(&bytes);
+    Some(sha256_hex(&seen))
+}
+
+impl RefusalMemory {
+    /// Whether the refusal of a file's `version` (`None`: unreadable) with
+    /// `error` is new, remembering it. With `force` (SIGHUP) it is always
+    /// reported.
+    pub fn is_new(&mut self, force: bool, error: &str, version: Option<&str>) -> bool {
+        let mut seen = Vec::with_capacity(error.len() + 65);
+        seen.extend_from_slice(error.as_bytes());
+        seen.push(0);
+        if let Some(version) = version {
+            seen.extend_from_slice(version.as_bytes());
+        }
+        let fingerprint = sha256_hex(&seen);
+        let new = force || self.last.as_deref() != Some(fingerprint.as_str());
+        self.last = Some(fingerprint);
+        new
+    }
+
+    /// Forgets the last refusal: the file in service is good again.
+    pub fn clear(&mut self) {
+        self.last = None;
+    }
+}
+
 /// Reloads one keyring file into the shared keyring.
 pub struct KeyringReloader {
     path: PathBuf,
     permissions: KeyringPermissions,
     shared: SharedKeyring,
     metrics: Arc<Metrics>,
+    /// The counters per key, kept across reloads.
+    book: Arc<EvidenceBook>,
     /// The bytes of the keyring in service, to ignore directory events that
     /// did not change the file (editor swap files, touches, other files).
     last_good: Zeroizing<Vec<u8>>,
+    /// The last refused version of the file, reported once.
+    refused: RefusalMemory,
     loader: Loader,
     timeout: Duration,
     /// Reads running now: at most one in progress, plus any abandoned ones
@@ -188,13 +258,15 @@ impl OffThreadReads {
 
 impl KeyringReloader {
     /// A reloader for the file the sidecar started with. `initial_contents`
-    /// are that file's bytes as first loaded. Each reload may take up to
+    /// are that file's bytes as first loaded; `book` keeps the per-key
+    /// counters across reloads. Each reload may take up to
     /// [`RELOAD_TIMEOUT`].
     pub fn new(
         path: PathBuf,
         permissions: KeyringPermissions,
         shared: SharedKeyring,
         metrics: Arc<Metrics>,
+        book: Arc<EvidenceBook>,
         initial_contents: Zeroizing<Vec<u8>>,
     ) -> Self {
         KeyringReloader {
@@ -202,7 +274,9 @@ impl KeyringReloader {
             permissions,
             shared,
             metrics,
+            book,
             last_good: initial_contents,
+            refused: RefusalMemory::default(),
             loader: Arc::new(load_keyring_file),
             timeout: RELOAD_TIMEOUT,
             reads: OffThreadReads::default(),
@@ -221,55 +295,91 @@ impl KeyringReloader {
         self
     }
 
-    fn refused(&self, error: &dyn std::fmt::Display) {
-        self.metrics.reload_failed();
+    /// Reports a refused reload (an `ERROR` line and one count), unless it
+    /// is the same refusal of the same bytes as the last one and not forced.
+    fn refused(&mut self, force: bool, error: &dyn std::fmt::Display, version: Option<&str>) {
+        let text = error.to_string();
         let generation = self.shared.load().generation;
+        if !self.refused.is_new(force, &text, version) {
+            tracing::debug!(
+                generation,
+                "keyring unchanged since its last refusal; not reported again"
+            );
+            return;
+        }
+        self.metrics.reload_failed();
         tracing::error!(
-            error = %error,
+            error = %text,
             generation,
             "keyring reload refused; still serving the previous keyring"
         );
     }
 
+    /// A reload abandoned for its time limit or stuck reads: always reported.
+    fn abandoned(&mut self, abandoned: &ReadAbandoned) {
+        if matches!(abandoned, ReadAbandoned::TimedOut(_)) {
+            self.metrics.reload_timed_out();
+        }
+        self.metrics.reload_failed();
+        tracing::error!(
+            error = %format_args!("{}: {abandoned}", self.path.display()),
+            generation = self.shared.load().generation,
+            "keyring reload refused; still serving the previous keyring"
+        );
+    }
+
     /// Reads and validates the file on a thread of its own, for at most the
-    /// time limit, and, if it is good and (unless `force`) different, swaps
-    /// it in. On any failure, the time limit included, the keyring in
-    /// service stays; a read that was given up on is never applied, even if
-    /// it ends later.
+    /// time limit, checks its schedule against the policy served, and, if it
+    /// is good and (unless `force`) different, swaps it in. On any failure,
+    /// the time limit included, the keyring in service stays; a read that
+    /// was given up on is never applied, even if it ends later. A refusal
+    /// is reported once per version of the file ([`RefusalMemory`]) unless
+    /// `force`.
     pub async fn reload(&mut self, force: bool) {
         let (loader, path, permissions) =
             (self.loader.clone(), self.path.clone(), self.permissions);
         let read = self
             .reads
             .read("keyring-reload", self.timeout, move || {
-                loader(&path, permissions)
+                // Before the load: a write after this reading is a new
+                // version, read again on its own event.
+                let version = file_version(&path, permissions, MAX_KEYRING_FILE_LEN);
+                (loader(&path, permissions), version)
             })
             .await;
-        let loaded = match read {
-            Ok(Ok(loaded)) => loaded,
-            Ok(Err(e)) => return self.refused(&e),
-            Err(abandoned) => {
-                if matches!(abandoned, ReadAbandoned::TimedOut(_)) {
-                    self.metrics.reload_timed_out();
-                }
-                return self.refused(&format_args!("{}: {abandoned}", self.path.display()));
-            }
+        let (loaded, version) = match read {
+            Ok((Ok(loaded), version)) => (loaded, version),
+            Ok((Err(e), version)) => return self.refused(force, &e, version.as_deref()),
+            Err(abandoned) => return self.abandoned(&abandoned),
         };
+        let current = self.shared.load_full();
+        if let Err(error) = loaded.keyring.check_schedule(current.codec.policy()) {
+            let error = KeyringLoadError::Invalid {
+                path: self.path.clone(),
+                error,
+            };
+            return self.refused(force, &error, version.as_deref());
+        }
         if !force && loaded.contents == self.last_good {
+            // Back to the file in service: a later refusal is news again.
+            self.refused.clear();
             return;
         }
-        let current = self.shared.load();
         let generation = current.generation + 1;
         let key_ids: Vec<u32> = loaded.keyring.keys().iter().map(|k| k.id().get()).collect();
         let primary = loaded.keyring.primary().id().get();
+        let evidence = self.book.for_keyring(&loaded.keyring, &loaded.contents);
+        let sha256 = evidence.sha256().to_owned();
         self.metrics.keyring_in_service(&loaded.keyring, generation);
         self.shared.store(Arc::new(KeyringInService {
             codec: current.codec.with_keyring(loaded.keyring),
             generation,
+            evidence,
         }));
         self.last_good = loaded.contents;
+        self.refused.clear();
         self.metrics.reload_succeeded();
-        tracing::info!(generation, primary, ?key_ids, "keyring reloaded");
+        tracing::info!(generation, primary, ?key_ids, sha256, "keyring reloaded");
     }
 }
 
@@ -326,7 +436,7 @@ impl Reloaders {
     /// Reloads the files whose directories changed, or both if `force`.
     async fn reload(&mut self, force: bool, changed: Changed) {
         if let Some(token) = self.token.as_mut().filter(|_| force || changed.token) {
-            token.reload().await;
+            token.reload(force).await;
         }
         if let Some(keyring) = self.keyring.as_mut().filter(|_| force || changed.keyring) {
             keyring.reload(force).await;
@@ -397,6 +507,7 @@ pub fn spawn(
         match event {
             Ok(event) if event.kind.is_access() => {}
             Ok(event) => {
+                tracing::trace!(kind = ?event.kind, paths = ?event.paths, "directory event");
                 let changed = Changed {
                     keyring: in_dir(&keyring_forms, &event),
                     token: in_dir(&token_forms, &event),
@@ -521,8 +632,11 @@ mod tests {
     async fn a_hung_reload_is_abandoned_and_later_reloads_still_apply()
     -> Result<(), Box<dyn std::error::Error>> {
         let metrics = Arc::new(Metrics::new()?);
+        let book = EvidenceBook::new();
+        let first = Keyring::from_toml(ONE_KEY)?;
         let shared: SharedKeyring = Arc::new(ArcSwap::from_pointee(KeyringInService {
-            codec: Codec::new(Keyring::from_toml(ONE_KEY)?),
+            evidence: book.for_keyring(&first, ONE_KEY.as_bytes()),
+            codec: Codec::new(first),
             generation: 1,
         }));
         let (release, released) = std::sync::mpsc::channel::<()>();
@@ -546,6 +660,7 @@ mod tests {
             KeyringPermissions::OwnerOnly,
             shared.clone(),
             metrics.clone(),
+            book,
             Zeroizing::new(ONE_KEY.as_bytes().to_vec()),
         )
         .with_timeout(Duration::from_millis(200))
@@ -578,6 +693,56 @@ mod tests {
         }
         assert_eq!(shared.load().generation, 2);
         assert_eq!(shared.load().codec.keyring().primary().id().get(), 2);
+        Ok(())
+    }
+
+    /// The same refusal of the same version is reported once; another
+    /// error, another version, a forced reload or a good file in between
+    /// make it news again.
+    #[test]
+    fn a_refusal_is_news_once_per_version_and_error() {
+        let mut memory = RefusalMemory::default();
+        assert!(memory.is_new(false, "line 3: bad", Some("v1")));
+        assert!(!memory.is_new(false, "line 3: bad", Some("v1")));
+        assert!(memory.is_new(true, "line 3: bad", Some("v1")), "SIGHUP");
+        assert!(memory.is_new(false, "line 3: bad", Some("v2")));
+        assert!(memory.is_new(false, "line 4: bad", Some("v2")));
+        assert!(memory.is_new(false, "line 4: bad", None));
+        assert!(!memory.is_new(false, "line 4: bad", None));
+        memory.clear();
+        assert!(memory.is_new(false, "line 4: bad", None));
+    }
+
+    /// A read leaves a file's version as it was; a rewrite of the same
+    /// bytes is a new version.
+    #[test]
+    fn a_files_version_changes_with_a_write_not_a_read() -> Result<(), Box<dyn std::error::Error>> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let scratch = tempfile::tempdir()?;
+        let dir = scratch.path();
+        let path = dir.join("k.toml");
+        let write = |text: &str| -> std::io::Result<()> {
+            let tmp = dir.join("k.tmp");
+            std::fs::write(&tmp, text)?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::rename(&tmp, &path)
+        };
+        write("one")?;
+        let first = file_version(&path, KeyringPermissions::OwnerOnly, 100).ok_or("readable")?;
+        let _ = std::fs::read(&path)?;
+        assert_eq!(
+            file_version(&path, KeyringPermissions::OwnerOnly, 100).as_deref(),
+            Some(first.as_str())
+        );
+        write("one")?;
+        assert_ne!(
+            file_version(&path, KeyringPermissions::OwnerOnly, 100).as_deref(),
+            Some(first.as_str())
+        );
+        assert_eq!(
+            file_version(&dir.join("missing"), KeyringPermissions::OwnerOnly, 100),
+            None
+        );
         Ok(())
     }
 

@@ -21,6 +21,8 @@ use crate::bearer::{AuthTokenFile, TokenReloader};
 use crate::call_gate::CallGateLayer;
 use crate::cli::EXIT_BAD_CONFIG;
 use crate::config::{KeyringSource, ListenAddr, ServeConfig, TlsConfig};
+use crate::key_evidence::EvidenceBook;
+use crate::keyring_source::KeyringLoadError;
 use crate::listeners::{BoundListener, bind};
 use crate::live_keyring;
 use crate::metrics::{Metrics, serve_admin};
@@ -109,6 +111,19 @@ async fn serve(config: ServeConfig) -> u8 {
 
     // Everything that can be refused as configuration is checked before the
     // first bind.
+    // The keyring's schedule against the policy served (--max-ttl,
+    // --clock-leeway): a retirement that would refuse live tokens is a bad
+    // keyring, refused as any other (and on every reload).
+    if let KeyringSource::File { path, .. } = &keyring_source
+        && let Err(error) = initial_keyring.check_schedule(&policy)
+    {
+        let error = KeyringLoadError::Invalid {
+            path: path.clone(),
+            error,
+        };
+        tracing::error!(error = %error, "bad configuration");
+        return EXIT_BAD_CONFIG;
+    }
     let tls_server = match tls.as_ref().map(tls_template).transpose() {
         Ok(server) => server,
         Err(e) => {
@@ -154,7 +169,13 @@ async fn serve(config: ServeConfig) -> u8 {
     let codec = Codec::new(initial_keyring).with_policy(policy);
     metrics.keyring_in_service(codec.keyring(), 1);
     let primary = codec.keyring().primary().id().get();
-    let shared = live_keyring::shared(codec);
+    let book = EvidenceBook::new();
+    let evidence = book.for_keyring(codec.keyring(), &initial_contents);
+    let shared = live_keyring::shared(codec, evidence);
+    if let Err(e) = metrics.watch_keyring(shared.clone()) {
+        tracing::error!(error = %e, "cannot register metrics");
+        return EXIT_RUNTIME_FAILURE;
+    }
 
     let mut bound = Vec::with_capacity(listen.len());
     for addr in &listen {
@@ -211,6 +232,7 @@ async fn serve(config: ServeConfig) -> u8 {
                 *permissions,
                 shared.clone(),
                 metrics.clone(),
+                book,
                 initial_contents,
             )),
             KeyringSource::Ephemeral => None,

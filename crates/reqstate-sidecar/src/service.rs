@@ -13,13 +13,29 @@ use tonic::{Request, Response, Status};
 
 use crate::call_metrics::answer;
 use crate::config::Limits;
-use crate::live_keyring::SharedKeyring;
+use crate::live_keyring::{KeyringInService, SharedKeyring};
 use crate::metrics::Metrics;
 use crate::replay::{Replay, Spend};
 use crate::wire::{
     self, Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status, mint_one,
-    refused_verify_response, wire_reason,
+    refused_verify_response, wire_reason, wire_transition,
 };
+
+/// Counts an answered Verify (or batch item) under its key: accepted, or
+/// refused (a caller error or a store that did not record is neither).
+fn count_verify(
+    keyring: &KeyringInService,
+    token: &str,
+    result: &Result<pb::VerifyResponse, VerifyFailure>,
+) {
+    match result {
+        Ok(verified) => keyring
+            .evidence
+            .verified(verified.key_id, keyring.codec.now()),
+        Err(VerifyFailure::Refused(refusal)) => keyring.evidence.refused(token, refusal),
+        Err(VerifyFailure::Caller(_) | VerifyFailure::NotRecorded(..)) => {}
+    }
+}
 
 /// The gRPC service.
 #[derive(Debug, Clone)]
@@ -82,7 +98,10 @@ impl RequestState for RequestStateService {
             request.into_inner(),
             self.limits.default_ttl,
         ) {
-            Ok(minted) => Ok(answer(minted, "ok")),
+            Ok(minted) => {
+                keyring.evidence.minted(minted.key_id);
+                Ok(answer(minted, "ok"))
+            }
             Err(e) => Err(mint_error_status(&e)),
         }
     }
@@ -91,7 +110,8 @@ impl RequestState for RequestStateService {
         &self,
         request: Request<pb::VerifyRequest>,
     ) -> Result<Response<pb::VerifyResponse>, Status> {
-        let checked = check_one(&self.keyring.load().codec, request.get_ref());
+        let keyring = self.keyring.load_full();
+        let checked = check_one(&keyring.codec, request.get_ref());
         let verified = match checked {
             Checked::Done(result) => result,
             Checked::Consume(redemption) => {
@@ -102,6 +122,7 @@ impl RequestState for RequestStateService {
                 finish_consume(redemption, recorded)
             }
         };
+        count_verify(&keyring, &request.get_ref().token, &verified);
         match verified {
             Ok(verified) => Ok(answer(verified, "ok")),
             Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
@@ -126,6 +147,7 @@ impl RequestState for RequestStateService {
             yield_between_chunks(i).await;
             let outcome = match mint_one(&keyring.codec, item, self.limits.default_ttl) {
                 Ok(minted) => {
+                    keyring.evidence.minted(minted.key_id);
                     self.metrics.observe_batch_item("MintBatch", "ok");
                     pb::mint_result::Outcome::Minted(minted)
                 }
@@ -175,7 +197,7 @@ impl RequestState for RequestStateService {
         }
         .into_iter();
         let mut results = Vec::with_capacity(checked.len());
-        for item in checked {
+        for (item, request) in checked.into_iter().zip(&items) {
             let result = match item {
                 Checked::Done(result) => result,
                 Checked::Consume(redemption) => {
@@ -185,6 +207,7 @@ impl RequestState for RequestStateService {
                     finish_consume(redemption, answer)
                 }
             };
+            count_verify(&keyring, &request.token, &result);
             results.push(match result {
                 Ok(verified) => {
                     self.metrics.observe_batch_item("VerifyBatch", "ok");
@@ -209,13 +232,16 @@ impl RequestState for RequestStateService {
             .map_err(reqstate::MintError::from)
             .and_then(|aad| keyring.codec.seal(&request.payload, aad));
         match sealed {
-            Ok(sealed) => Ok(answer(
-                pb::SealResponse {
-                    token: sealed.token,
-                    key_id: sealed.key_id.get(),
-                },
-                "ok",
-            )),
+            Ok(sealed) => {
+                keyring.evidence.minted(sealed.key_id.get());
+                Ok(answer(
+                    pb::SealResponse {
+                        token: sealed.token,
+                        key_id: sealed.key_id.get(),
+                    },
+                    "ok",
+                ))
+            }
             Err(e) => Err(mint_error_status(&e)),
         }
     }
@@ -235,6 +261,7 @@ impl RequestState for RequestStateService {
                 payload, key_id, ..
             }) => {
                 let key_id = key_id.get();
+                keyring.evidence.verified(key_id, codec.now());
                 Ok(answer(
                     pb::UnsealResponse {
                         valid: true,
@@ -249,6 +276,9 @@ impl RequestState for RequestStateService {
             Err(VerifyFailure::Caller(e)) => Err(wire::invalid_argument(e.to_string())),
             // (No store is involved in unsealing: NotRecorded cannot occur.)
             Err(failure @ (VerifyFailure::Refused(_) | VerifyFailure::NotRecorded(..))) => {
+                if let VerifyFailure::Refused(refusal) = &failure {
+                    keyring.evidence.refused(&request.token, refusal);
+                }
                 Ok(answer(
                     pb::UnsealResponse {
                         valid: false,
@@ -266,18 +296,25 @@ impl RequestState for RequestStateService {
         &self,
         _request: Request<pb::ListKeysRequest>,
     ) -> Result<Response<pb::ListKeysResponse>, Status> {
-        let keyring = self.keyring.load();
+        let current = self.keyring.load();
+        let keyring = current.codec.keyring();
+        let policy = current.codec.policy();
+        let now = current.codec.now();
         let keys = keyring
-            .codec
-            .keyring()
             .keys()
             .into_iter()
-            .map(key_info)
+            .map(|key| key_info(keyring, key, now, current.evidence.counters(key.id().get())))
             .collect();
         Ok(answer(
             pb::ListKeysResponse {
                 keys,
-                keyring_generation: keyring.generation,
+                keyring_generation: current.generation,
+                now,
+                minting_key_id: keyring.minting_key(now).id().get(),
+                next_transition: keyring.next_transition(now).map(wire_transition),
+                keyring_sha256: current.evidence.sha256().to_owned(),
+                max_ttl_seconds: policy.max_lifetime(),
+                clock_leeway_seconds: policy.clock_leeway(),
             },
             "ok",
         ))

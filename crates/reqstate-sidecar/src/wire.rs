@@ -292,8 +292,25 @@ fn not_valid(reason: &'static str, detail: String) -> pb::VerifyResponse {
     }
 }
 
-/// A key as ListKeys reports it.
-pub fn key_info(key: &reqstate::Key) -> pb::KeyInfo {
+/// A key status on the wire.
+pub fn wire_status(status: reqstate::KeyStatus) -> pb::KeyStatus {
+    match status {
+        reqstate::KeyStatus::Primary => pb::KeyStatus::Primary,
+        reqstate::KeyStatus::Active => pb::KeyStatus::Active,
+        reqstate::KeyStatus::Retired => pb::KeyStatus::Retired,
+    }
+}
+
+/// A key of `keyring` as ListKeys reports it at `now` (unix seconds): what
+/// it does now (`status`, from its schedule), what the file says
+/// (`file_status`, `mint_from`, `retire_at`), and what this sidecar did
+/// with it since start (`counters`).
+pub fn key_info(
+    keyring: &reqstate::Keyring,
+    key: &reqstate::Key,
+    now: u64,
+    counters: &crate::key_evidence::KeyCounters,
+) -> pb::KeyInfo {
     pb::KeyInfo {
         id: key.id().get(),
         algorithm: match key.algorithm() {
@@ -302,13 +319,28 @@ pub fn key_info(key: &reqstate::Key) -> pb::KeyInfo {
             _ => pb::Algorithm::Unspecified,
         }
         .into(),
-        status: match key.status() {
-            reqstate::KeyStatus::Primary => pb::KeyStatus::Primary,
-            reqstate::KeyStatus::Active => pb::KeyStatus::Active,
-            reqstate::KeyStatus::Retired => pb::KeyStatus::Retired,
+        status: wire_status(keyring.status_at(key, now)).into(),
+        created_at: key.created_at(),
+        file_status: wire_status(key.status()).into(),
+        mint_from: key.mint_from(),
+        retire_at: key.retire_at(),
+        last_verified_at: counters.last_verified_at(),
+        minted: counters.minted(),
+        verified: counters.verified(),
+    }
+}
+
+/// A scheduled transition on the wire.
+pub fn wire_transition(transition: reqstate::Transition) -> pb::Transition {
+    pb::Transition {
+        at: transition.at,
+        key_id: transition.key_id.get(),
+        kind: match transition.kind {
+            reqstate::TransitionKind::StartsMinting => pb::TransitionKind::StartsMinting,
+            reqstate::TransitionKind::Retires => pb::TransitionKind::Retires,
+            _ => pb::TransitionKind::Unspecified,
         }
         .into(),
-        created_at: key.created_at(),
     }
 }
 

@@ -1,0 +1,157 @@
+//! One refused reload per change of the file, against the real binary. The
+//! sidecar's log is written in the keyring's own directory (the harness's
+//! `stderr.log`, as an operator's `2>>/etc/reqstate/reqstate.log`): each
+//! ERROR line is a directory event. Before the fix a bad line appended to
+//! the keyring was refused about five times a second, each refusal's own log
+//! line triggering the next.
+
+use crate::sidecar_process;
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use sidecar_process::{
+    Sidecar, SidecarOptions, TestResult, eventually, keyring_toml, write_private,
+};
+
+fn append(path: &std::path::Path, text: &str) -> TestResult {
+    let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+    file.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn count(log: &str, needle: &str) -> usize {
+    log.lines().filter(|l| l.contains(needle)).count()
+}
+
+#[tokio::test]
+async fn a_bad_keyring_is_refused_once_until_it_changes() -> TestResult {
+    let text = keyring_toml(&[(1, "primary")]);
+    let sidecar = Sidecar::start(SidecarOptions::new(text.clone())).await?;
+    append(&sidecar.keyring, "this is not toml\n")?;
+    eventually(Duration::from_secs(10), "the refusal", || async {
+        Ok((sidecar
+            .metric("reqstate_keyring_reload_failures_total")
+            .await?
+            >= 1.0)
+            .then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = sidecar.log();
+    assert_eq!(
+        sidecar
+            .metric("reqstate_keyring_reload_failures_total")
+            .await?,
+        1.0,
+        "{log}"
+    );
+    assert_eq!(count(&log, "keyring reload refused"), 1, "{log}");
+    assert_eq!(count(&log, " ERROR "), 1, "{log}");
+
+    // A SIGHUP always reloads and reports, even the same bytes.
+    sidecar.signal(nix::sys::signal::Signal::SIGHUP)?;
+    eventually(Duration::from_secs(10), "the forced refusal", || async {
+        Ok((sidecar
+            .metric("reqstate_keyring_reload_failures_total")
+            .await?
+            >= 2.0)
+            .then_some(()))
+    })
+    .await?;
+
+    // Fixed (a comment where the bad line was): one success, no failure more.
+    write_private(&sidecar.keyring, &format!("{text}# fixed\n"))?;
+    eventually(Duration::from_secs(10), "the reload", || async {
+        Ok((sidecar.metric("reqstate_keyring_reloads_total").await? >= 1.0).then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = sidecar.log();
+    assert_eq!(
+        sidecar.metric("reqstate_keyring_reloads_total").await?,
+        1.0,
+        "{log}"
+    );
+    assert_eq!(
+        sidecar
+            .metric("reqstate_keyring_reload_failures_total")
+            .await?,
+        2.0,
+        "{log}"
+    );
+    assert_eq!(count(&log, " ERROR "), 2, "{log}");
+    assert_eq!(count(&log, "keyring reloaded"), 1, "{log}");
+
+    // The same bad line again is a new version of the file: reported again.
+    append(&sidecar.keyring, "this is not toml\n")?;
+    eventually(Duration::from_secs(10), "the second refusal", || async {
+        Ok((sidecar
+            .metric("reqstate_keyring_reload_failures_total")
+            .await?
+            >= 3.0)
+            .then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sidecar
+            .metric("reqstate_keyring_reload_failures_total")
+            .await?,
+        3.0,
+        "{}",
+        sidecar.log()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_token_file_is_refused_once_until_it_changes() -> TestResult {
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")])).auth_token("first-token"),
+    )
+    .await?;
+    let file = sidecar.dir.path().join("auth-token");
+    append(&file, "a token with spaces\n")?;
+    eventually(Duration::from_secs(10), "the refusal", || async {
+        Ok((sidecar
+            .metric("reqstate_auth_token_reload_failures_total")
+            .await?
+            >= 1.0)
+            .then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = sidecar.log();
+    assert_eq!(
+        sidecar
+            .metric("reqstate_auth_token_reload_failures_total")
+            .await?,
+        1.0,
+        "{log}"
+    );
+    assert_eq!(count(&log, "bearer token reload refused"), 1, "{log}");
+    assert_eq!(count(&log, " ERROR "), 1, "{log}");
+
+    write_private(&file, "first-token\nsecond-token\n")?;
+    eventually(Duration::from_secs(10), "the reload", || async {
+        Ok((sidecar.metric("reqstate_auth_token_reloads_total").await? >= 1.0).then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = sidecar.log();
+    assert_eq!(
+        sidecar.metric("reqstate_auth_token_reloads_total").await?,
+        1.0,
+        "{log}"
+    );
+    assert_eq!(
+        sidecar
+            .metric("reqstate_auth_token_reload_failures_total")
+            .await?,
+        1.0,
+        "{log}"
+    );
+    assert_eq!(count(&log, " ERROR "), 1, "{log}");
+    Ok(())
+}
