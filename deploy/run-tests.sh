@@ -15,11 +15,14 @@
 #   for real (under strace, to hold SystemCallFilter=, RestrictAddressFamilies=
 #   and MemoryDenyWriteExecute= against what it really does) and probed with
 #   `reqstate health`.
+# - deploy/prometheus/: `promtool check rules` and `promtool test rules` on
+#   the alert rules, and every metric and label they use checked against a
+#   real sidecar's /metrics (so the rules cannot drift from the code).
 #
 # Installs what it needs: the pinned deploy/requirements.txt into deploy/.venv
 # (git-ignored), and the Debian packages systemd (systemd-analyze,
-# systemd-sysusers, systemd-tmpfiles), util-linux (unshare, setpriv) and
-# strace when missing. Runs as root (the tests switch users, bind-mount and
+# systemd-sysusers, systemd-tmpfiles), util-linux (unshare, setpriv),
+# strace and prometheus (promtool) when missing. Runs as root (the tests switch users, bind-mount and
 # make network namespaces). Never builds Rust: the binary is $REQSTATE_BIN,
 # else <repo>/target/debug/reqstate. Idempotent; exits non-zero on any failure.
 set -euo pipefail
@@ -49,6 +52,7 @@ for tool in unshare setpriv mount; do
     command -v "$tool" >/dev/null 2>&1 || { missing+=(util-linux mount); break; }
 done
 command -v strace >/dev/null 2>&1 || missing+=(strace)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [[ "${#missing[@]}" -gt 0 ]]; then
     echo "deploy/run-tests.sh: installing ${missing[*]}" >&2
     apt-get update -qq
@@ -59,7 +63,7 @@ fi
 source "$repo/scripts/lib/python-venv.sh"
 ensure_venv "$venv" "$here/requirements.txt"
 
-echo "deploy/run-tests.sh: $($venv/bin/python -m kubernetes_validate --version 2>&1 | head -1), $(systemd-analyze --version | head -1), binary $REQSTATE_BIN" >&2
+echo "deploy/run-tests.sh: $($venv/bin/python -m kubernetes_validate --version 2>&1 | head -1), $(systemd-analyze --version | head -1), $(promtool --version 2>&1 | head -1), binary $REQSTATE_BIN" >&2
 cd "$here"
 status=0
 "$venv/bin/python" -m pytest "$@" || status=$?
