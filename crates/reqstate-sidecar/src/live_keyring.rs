@@ -23,8 +23,17 @@ pub struct KeyringInService {
 /// The shared, atomically swappable keyring state.
 pub type SharedKeyring = Arc<ArcSwap<KeyringInService>>;
 
-/// The shared state for the keyring loaded at start: generation 1.
-pub fn shared(codec: Codec, evidence: KeyEvidence) -> SharedKeyring {
+/// The shared state for a keyring that comes from no file (`serve --dev`,
+/// tests, the fuzz targets): generation 1, fresh counters, no file hash.
+pub fn shared(codec: Codec) -> SharedKeyring {
+    let evidence = crate::key_evidence::EvidenceBook::new().for_keyring(codec.keyring(), &[]);
+    shared_with(codec, evidence)
+}
+
+/// The shared state for the keyring loaded at start, with its counters
+/// (from the [`crate::key_evidence::EvidenceBook`] its reloads use):
+/// generation 1.
+pub fn shared_with(codec: Codec, evidence: KeyEvidence) -> SharedKeyring {
     Arc::new(ArcSwap::from_pointee(KeyringInService {
         codec,
         generation: 1,

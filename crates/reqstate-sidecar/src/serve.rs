@@ -171,7 +171,7 @@ async fn serve(config: ServeConfig) -> u8 {
     let primary = codec.keyring().primary().id().get();
     let book = EvidenceBook::new();
     let evidence = book.for_keyring(codec.keyring(), &initial_contents);
-    let shared = live_keyring::shared(codec, evidence);
+    let shared = live_keyring::shared_with(codec, evidence);
     if let Err(e) = metrics.watch_keyring(shared.clone()) {
         tracing::error!(error = %e, "cannot register metrics");
         return EXIT_RUNTIME_FAILURE;
