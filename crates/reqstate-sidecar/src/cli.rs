@@ -315,23 +315,122 @@ pub enum KeysCommand {
         #[arg(long)]
         id: Option<u32>,
     },
-    /// Make a key the primary; the old primary becomes `active`.
+    /// Schedule a key to mint from now (or `--at`): sets its `mint_from`.
+    /// Refused (exit 64, unless --force) when the key was created less than
+    /// --propagation before that instant: replicas that have not loaded it
+    /// yet would refuse its tokens as `unknown_key`.
     Promote {
         /// The keyring file.
         #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
         keyring: PathBuf,
         /// The key to promote.
         id: u32,
+        /// When the key starts minting: RFC 3339 (`2026-12-01T12:05:00Z`)
+        /// or unix seconds. Default: now.
+        #[arg(long, value_name = "INSTANT")]
+        at: Option<String>,
+        /// How long the file needs to reach every replica, plus the clocks'
+        /// disagreement (`90s`, `5m`, `2h`, `30d` or seconds).
+        #[arg(long, value_name = "DURATION", default_value = "5m")]
+        propagation: String,
+        /// Promote even if the key may not have reached every replica.
+        #[arg(long)]
+        force: bool,
+        /// The clock reading to use (RFC 3339 or unix seconds). Default: the
+        /// system clock.
+        #[arg(long, value_name = "INSTANT")]
+        now: Option<String>,
+        /// The fleet's policy, to check the resulting schedule with.
+        #[command(flatten)]
+        policy: FleetPolicyArgs,
     },
-    /// Retire a key: its tokens are refused from the next reload on.
+    /// Retire a key: schedule its `retire_at` (now or `--at`) when no live
+    /// token needs it, or cut it off now with --force (`status = "retired"`).
     Retire {
         /// The keyring file.
         #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
         keyring: PathBuf,
-        /// The key to retire (not the primary).
+        /// The key to retire (not the one minting now).
         id: u32,
+        /// When its tokens start being refused: RFC 3339 or unix seconds.
+        /// Default: now.
+        #[arg(long, value_name = "INSTANT", conflicts_with = "force")]
+        at: Option<String>,
+        /// Cut the key off now, whatever tokens it still has alive (a leaked
+        /// key): its status becomes `retired`.
+        #[arg(long)]
+        force: bool,
+        /// The clock reading to use (RFC 3339 or unix seconds). Default: the
+        /// system clock.
+        #[arg(long, value_name = "INSTANT")]
+        now: Option<String>,
+        /// The fleet's policy: how long a token stays acceptable.
+        #[command(flatten)]
+        policy: FleetPolicyArgs,
     },
-    /// List the keys (never their secrets).
+    /// Schedule the next rotation in one file: a new key minting from now +
+    /// --propagation, the minting key retiring at the earliest safe instant,
+    /// keys retired for longer than --grace dropped. Idempotent: while a
+    /// rotation is in progress it changes nothing. Prints the timeline.
+    Rotate {
+        /// The keyring file.
+        #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
+        keyring: PathBuf,
+        /// How long the file needs to reach every replica, plus the clocks'
+        /// disagreement (`90s`, `5m`, `2h`, `30d` or seconds).
+        #[arg(long, value_name = "DURATION", default_value = "5m")]
+        propagation: String,
+        /// Rotate only when the minting key has minted for at least this
+        /// long (`30d`); without it, rotate on every run that finds no
+        /// rotation in progress.
+        #[arg(long, value_name = "DURATION")]
+        every: Option<String>,
+        /// Drop keys whose `retire_at` passed more than this long ago.
+        #[arg(long, value_name = "DURATION", default_value = "7d")]
+        grace: String,
+        /// The new key's algorithm. Default: the minting key's.
+        #[arg(long, value_enum)]
+        algorithm: Option<AlgorithmArg>,
+        /// The clock reading to use (RFC 3339 or unix seconds). Default: the
+        /// system clock.
+        #[arg(long, value_name = "INSTANT")]
+        now: Option<String>,
+        /// The fleet's policy: how long a token stays acceptable.
+        #[command(flatten)]
+        policy: FleetPolicyArgs,
+    },
+    /// Print the keys' timeline and the next transition: of a keyring file,
+    /// or of a running sidecar (`--connect`, over ListKeys).
+    Status {
+        /// The keyring file.
+        #[arg(
+            long,
+            env = "REQSTATE_KEYRING",
+            value_name = "FILE",
+            required_unless_present = "connect",
+            conflicts_with = "connect"
+        )]
+        keyring: Option<PathBuf>,
+        /// Ask a running sidecar instead: `unix:PATH` or `tcp:HOST:PORT`.
+        #[arg(long, value_name = "ADDR")]
+        connect: Option<String>,
+        /// With --connect: send the first token of this file (the sidecar's
+        /// --auth-token-file format) as `authorization: Bearer`.
+        #[arg(long, value_name = "FILE", requires = "connect")]
+        auth_token_file: Option<PathBuf>,
+        /// The clock reading to use for a file (RFC 3339 or unix seconds).
+        /// Default: the system clock. A sidecar answers with its own.
+        #[arg(long, value_name = "INSTANT", conflicts_with = "connect")]
+        now: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Read a keyring file that group or others may read.
+        #[arg(long, env = "REQSTATE_ALLOW_INSECURE_KEYRING_PERMISSIONS")]
+        allow_insecure_keyring_permissions: bool,
+    },
+    /// List the keys (never their secrets): what each does now, and its
+    /// schedule.
     List {
         /// The keyring file.
         #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
@@ -343,6 +442,23 @@ pub enum KeysCommand {
         #[arg(long, env = "REQSTATE_ALLOW_INSECURE_KEYRING_PERMISSIONS")]
         allow_insecure_keyring_permissions: bool,
     },
+}
+
+/// The policy a fleet serves, as `reqstate keys` needs it to place and
+/// check a schedule. These must be the values every sidecar of the fleet
+/// serves (`serve --max-ttl`, `--clock-leeway`): a retirement computed with
+/// a shorter lifetime than the fleet's refuses live tokens, and the
+/// sidecars refuse to load such a file.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct FleetPolicyArgs {
+    /// Longest token lifetime the fleet serves, in seconds (`serve
+    /// --max-ttl`; must be what the fleet serves).
+    #[arg(long, env = "REQSTATE_MAX_TTL", value_name = "SECONDS", default_value_t = Policy::DEFAULT_MAX_LIFETIME)]
+    pub max_ttl: u64,
+    /// Clock leeway the fleet serves, in seconds (`serve --clock-leeway`;
+    /// must be what the fleet serves).
+    #[arg(long = "leeway", visible_alias = "clock-leeway", env = "REQSTATE_CLOCK_LEEWAY", value_name = "SECONDS", default_value_t = Policy::DEFAULT_CLOCK_LEEWAY)]
+    pub clock_leeway: u64,
 }
 
 /// A key algorithm as named on the command line.

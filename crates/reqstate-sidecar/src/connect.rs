@@ -173,9 +173,7 @@ impl Connection {
     }
 
     /// Calls `ListKeys`.
-    pub async fn list_keys(
-        &self,
-    ) -> Result<reqstate_proto::v1::ListKeysResponse, ConnectError> {
+    pub async fn list_keys(&self) -> Result<reqstate_proto::v1::ListKeysResponse, ConnectError> {
         self.client()
             .list_keys(self.request(reqstate_proto::v1::ListKeysRequest {}))
             .await
@@ -228,15 +226,18 @@ mod tests {
             c.list_keys().await.map(|_| ())
         });
         assert!(
-            e.as_ref().is_err_and(|e| e.to_string().contains("unix:PATH")
-                || e.to_string().contains("tcp:")),
+            e.as_ref().is_err_and(
+                |e| e.to_string().contains("unix:PATH") || e.to_string().contains("tcp:")
+            ),
             "{e:?}"
         );
-        let e = block_on(&Target::new("unix:/nonexistent/reqstate.sock"), |c| async move {
-            c.list_keys().await.map(|_| ())
-        });
+        let e = block_on(
+            &Target::new("unix:/nonexistent/reqstate.sock"),
+            |c| async move { c.list_keys().await.map(|_| ()) },
+        );
         assert!(
-            e.as_ref().is_err_and(|e| e.to_string().contains("cannot connect")),
+            e.as_ref()
+                .is_err_and(|e| e.to_string().contains("cannot connect")),
             "{e:?}"
         );
     }

@@ -1,4 +1,13 @@
-//! `reqstate keys new|promote|retire|list`: editing a keyring file in place, keeping its comments and layout, validated before an atomic 0600 write.
+//! `reqstate keys new|promote|retire|rotate|status|list`: editing a keyring file in place, keeping its comments and layout, validated before an atomic 0600 write; and printing its timeline (docs/ROTATION.md).
+//!
+//! `rotate`, `promote` and `retire` place instants in the file (`mint_from`,
+//! `retire_at`: docs/KEYRING.md, "Keys on a schedule") from the clock, a
+//! propagation delay and the fleet's policy, and refuse a move that would
+//! refuse live tokens unless `--force`.
+
+mod schedule;
+pub mod time;
+pub mod timeline;
 
 use std::fmt;
 use std::io::Write;
@@ -8,7 +17,7 @@ use std::path::{Path, PathBuf};
 use reqstate::{Algorithm, KeyStatus, OsRandom, Secret};
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, Value};
 
-use crate::cli::{EXIT_BAD_CONFIG, KeysCommand};
+use crate::cli::{EXIT_BAD_CONFIG, FleetPolicyArgs, KeysCommand};
 use crate::keyring_source::{
     KeyringLoadError, KeyringPermissions, KeyringSecrets, load_keyring_file, watched_directory,
 };
@@ -27,6 +36,10 @@ pub enum KeysError {
     Invalid(PathBuf, String),
     /// The keyring file does not load (permissions, validation).
     Load(KeyringLoadError),
+    /// A flag's value is malformed.
+    Usage(String),
+    /// A running sidecar could not be asked (`status --connect`).
+    Unreachable(String),
 }
 
 impl fmt::Display for KeysError {
@@ -41,6 +54,8 @@ impl fmt::Display for KeysError {
                 path.display()
             ),
             KeysError::Load(e) => e.fmt(f),
+            KeysError::Usage(why) => f.write_str(why),
+            KeysError::Unreachable(why) => f.write_str(why),
         }
     }
 }
@@ -55,8 +70,99 @@ pub fn run(command: KeysCommand) -> u8 {
             algorithm,
             id,
         } => new_key(&keyring, algorithm.into(), id),
-        KeysCommand::Promote { keyring, id } => promote(&keyring, id),
-        KeysCommand::Retire { keyring, id } => retire(&keyring, id),
+        KeysCommand::Promote {
+            keyring,
+            id,
+            at,
+            propagation,
+            force,
+            now,
+            policy,
+        } => (|| {
+            let now = time::now_or_clock(now.as_deref()).map_err(KeysError::Usage)?;
+            let at = at
+                .as_deref()
+                .map(|t| time::parse_instant("--at", t))
+                .transpose()
+                .map_err(KeysError::Usage)?;
+            let propagation =
+                time::parse_duration("--propagation", &propagation).map_err(KeysError::Usage)?;
+            schedule::promote(
+                &keyring,
+                id,
+                schedule::PromoteOptions {
+                    now,
+                    at,
+                    propagation,
+                    force,
+                    policy: fleet_policy(policy)?,
+                },
+            )
+        })(),
+        KeysCommand::Retire {
+            keyring,
+            id,
+            at,
+            force,
+            now,
+            policy,
+        } => (|| {
+            let now = time::now_or_clock(now.as_deref()).map_err(KeysError::Usage)?;
+            let at = at
+                .as_deref()
+                .map(|t| time::parse_instant("--at", t))
+                .transpose()
+                .map_err(KeysError::Usage)?;
+            schedule::retire(
+                &keyring,
+                id,
+                schedule::RetireOptions {
+                    now,
+                    at,
+                    force,
+                    policy: fleet_policy(policy)?,
+                },
+            )
+        })(),
+        KeysCommand::Rotate {
+            keyring,
+            propagation,
+            every,
+            grace,
+            algorithm,
+            now,
+            policy,
+        } => (|| {
+            let options = schedule::RotateOptions {
+                now: time::now_or_clock(now.as_deref()).map_err(KeysError::Usage)?,
+                propagation: time::parse_duration("--propagation", &propagation)
+                    .map_err(KeysError::Usage)?,
+                every: every
+                    .as_deref()
+                    .map(|e| time::parse_duration("--every", e))
+                    .transpose()
+                    .map_err(KeysError::Usage)?,
+                grace: time::parse_duration("--grace", &grace).map_err(KeysError::Usage)?,
+                algorithm: algorithm.map(Into::into),
+                policy: fleet_policy(policy)?,
+            };
+            schedule::rotate(&keyring, &options)
+        })(),
+        KeysCommand::Status {
+            keyring,
+            connect,
+            auth_token_file,
+            now,
+            json,
+            allow_insecure_keyring_permissions,
+        } => status(
+            keyring.as_deref(),
+            connect.as_deref(),
+            auth_token_file.as_deref(),
+            now.as_deref(),
+            json,
+            allow_insecure_keyring_permissions,
+        ),
         KeysCommand::List {
             keyring,
             json,
@@ -71,11 +177,20 @@ pub fn run(command: KeysCommand) -> u8 {
         Err(e) => {
             eprintln!("reqstate keys: {e}");
             match e {
-                KeysError::Io(..) => 1,
+                KeysError::Io(..) | KeysError::Unreachable(_) => 1,
                 _ => EXIT_BAD_CONFIG,
             }
         }
     }
+}
+
+/// The fleet's policy from `--max-ttl` and `--leeway`, with the core's bounds.
+fn fleet_policy(args: FleetPolicyArgs) -> Result<reqstate::Policy, KeysError> {
+    reqstate::Policy::new()
+        .with_max_lifetime(std::time::Duration::from_secs(args.max_ttl))
+        .map_err(|e| KeysError::Usage(format!("--max-ttl {}: {e}", args.max_ttl)))?
+        .with_clock_leeway(std::time::Duration::from_secs(args.clock_leeway))
+        .map_err(|e| KeysError::Usage(format!("--leeway {}: {e}", args.clock_leeway)))
 }
 
 const NEW_FILE_HEADER: &str = "\
@@ -150,7 +265,11 @@ fn find_key(tables: &mut ArrayOfTables, id: u32) -> Result<&mut Table, KeysError
 /// writes it atomically: a temporary file in the same directory, mode 0600,
 /// flushed to disk, renamed over the original. A reader (or a watching
 /// sidecar) sees the old file or the new one, never a partial one.
-fn validate_and_write(path: &Path, doc: &DocumentMut) -> Result<(), KeysError> {
+fn validate_and_write(
+    path: &Path,
+    doc: &DocumentMut,
+    policy: Option<&reqstate::Policy>,
+) -> Result<reqstate::Keyring, KeysError> {
     let text = zeroize::Zeroizing::new(doc.to_string());
     // Validated as the sidecar will load it (relative secret files from the
     // configured path's directory, with the sidecar's ownership checks; their
@@ -159,8 +278,14 @@ fn validate_and_write(path: &Path, doc: &DocumentMut) -> Result<(), KeysError> {
         &watched_directory(path),
         KeyringPermissions::AllowGroupOrOtherReadable,
     );
-    reqstate::Keyring::from_toml_with(&text, &secrets)
+    let keyring = reqstate::Keyring::from_toml_with(&text, &secrets)
         .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
+    // ... with the schedule checked against the policy the fleet serves ...
+    if let Some(policy) = policy {
+        keyring
+            .check_schedule(policy)
+            .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
+    }
     // ... and written where a symlinked keyring really lives, so the link
     // survives (renaming over it would replace it with a plain file).
     let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -195,7 +320,8 @@ fn validate_and_write(path: &Path, doc: &DocumentMut) -> Result<(), KeysError> {
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
-    written.map_err(io)
+    written.map_err(io)?;
+    Ok(keyring)
 }
 
 fn new_key(path: &Path, algorithm: Algorithm, id: Option<u32>) -> Result<String, KeysError> {
@@ -235,69 +361,17 @@ fn new_key(path: &Path, algorithm: Algorithm, id: Option<u32>) -> Result<String,
     table.insert("created", toml_edit::value(created));
     table.insert("secret", toml_edit::value(secret.to_base64().as_str()));
     tables.push(table);
-    validate_and_write(path, &doc)?;
+    validate_and_write(path, &doc, None)?;
     Ok(match status {
         KeyStatus::Primary => {
             format!("added key {id} ({algorithm}) as primary: the keyring had none")
         }
         _ => format!(
             "added key {id} ({algorithm}) as active; roll it out to every sidecar, \
-             then `reqstate keys promote {id}` (docs/ROTATION.md)"
+             then `reqstate keys promote {id}` (docs/ROTATION.md; `reqstate keys rotate` \
+             does both in one rollout)"
         ),
     })
-}
-
-fn promote(path: &Path, id: u32) -> Result<String, KeysError> {
-    let mut doc = read_document(path)?;
-    let tables = key_tables(&mut doc, path)?;
-    let target = find_key(tables, id)?;
-    match table_status(target) {
-        Some("primary") => return Ok(format!("key {id} is already the primary")),
-        Some("retired") => {
-            return Err(KeysError::Refused(format!(
-                "key {id} is retired; a retired key is never brought back. Add a new key"
-            )));
-        }
-        _ => {}
-    }
-    let mut demoted = Vec::new();
-    for table in tables.iter_mut() {
-        if table_status(table) == Some("primary") {
-            set_string(table, "status", KeyStatus::Active.name());
-            demoted.extend(table_id(table));
-        }
-    }
-    set_string(find_key(tables, id)?, "status", KeyStatus::Primary.name());
-    validate_and_write(path, &doc)?;
-    let demoted: Vec<String> = demoted.iter().map(i64::to_string).collect();
-    Ok(if demoted.is_empty() {
-        format!("key {id} is now the primary")
-    } else {
-        format!(
-            "key {id} is now the primary; key {} is active and still verifies. \
-             Retire it once the longest TTL plus leeway has passed",
-            demoted.join(", ")
-        )
-    })
-}
-
-fn retire(path: &Path, id: u32) -> Result<String, KeysError> {
-    let mut doc = read_document(path)?;
-    let tables = key_tables(&mut doc, path)?;
-    let target = find_key(tables, id)?;
-    match table_status(target) {
-        Some("primary") => Err(KeysError::Refused(format!(
-            "key {id} is the primary; promote another key first"
-        ))),
-        Some("retired") => Ok(format!("key {id} is already retired")),
-        _ => {
-            set_string(target, "status", KeyStatus::Retired.name());
-            validate_and_write(path, &doc)?;
-            Ok(format!(
-                "key {id} is retired: sidecars refuse its tokens once they reload"
-            ))
-        }
-    }
 }
 
 fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysError> {
@@ -307,43 +381,125 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
         KeyringPermissions::OwnerOnly
     };
     let loaded = load_keyring_file(path, permissions).map_err(KeysError::Load)?;
-    let keys = loaded.keyring.keys();
+    let now = reqstate::Clock::now(&reqstate::SystemClock);
+    let keyring = &loaded.keyring;
+    let keys = keyring.keys();
     if json {
+        // `status` is what the key does now (as ListKeys' `status`);
+        // `file_status` what the file writes.
         let rows: Vec<serde_json::Value> = keys
             .iter()
             .map(|k| {
                 serde_json::json!({
                     "id": k.id().get(),
-                    "status": k.status().name(),
+                    "status": keyring.status_at(k, now).name(),
+                    "file_status": k.status().name(),
                     "algorithm": k.algorithm().name(),
                     "created_at": k.created_at(),
+                    "mint_from": k.mint_from(),
+                    "retire_at": k.retire_at(),
                 })
             })
             .collect();
         return Ok(serde_json::Value::Array(rows).to_string());
     }
-    let mut out = format!("{:<6} {:<8} {:<19} CREATED", "ID", "STATUS", "ALGORITHM");
+    let instant = |at: Option<u64>| at.map(reqstate::rfc3339_utc).unwrap_or_else(|| "-".into());
+    let mut out = format!(
+        "{:<6} {:<8} {:<8} {:<19} {:<21} {:<21} {:<21}",
+        "ID", "NOW", "STATUS", "ALGORITHM", "CREATED", "MINT_FROM", "RETIRE_AT"
+    );
     for k in keys {
+        let doing = match keyring.status_at(k, now) {
+            KeyStatus::Primary => "mints",
+            KeyStatus::Active => "verifies",
+            KeyStatus::Retired => "refused",
+        };
         out.push_str(&format!(
-            "\n{:<6} {:<8} {:<19} {}",
+            "\n{:<6} {:<8} {:<8} {:<19} {:<21} {:<21} {:<21}",
             k.id().get(),
+            doing,
             k.status().name(),
             k.algorithm().name(),
-            k.created_at()
-                .map(reqstate::rfc3339_utc)
-                .unwrap_or_else(|| "-".into())
+            instant(k.created_at()),
+            instant(k.mint_from()),
+            instant(k.retire_at()),
         ));
     }
-    Ok(out)
+    Ok(out.trim_end().to_string())
+}
+
+/// `keys status`: the timeline of a file at `--now`, or of a running sidecar.
+fn status(
+    keyring: Option<&Path>,
+    connect: Option<&str>,
+    auth_token_file: Option<&Path>,
+    now: Option<&str>,
+    json: bool,
+    allow_insecure: bool,
+) -> Result<String, KeysError> {
+    let timeline = match (keyring, connect) {
+        (_, Some(address)) => {
+            let mut target = crate::connect::Target::new(address);
+            if let Some(file) = auth_token_file {
+                target = target.auth_token_file(file);
+            }
+            let answer = crate::connect::block_on(&target, |c| async move { c.list_keys().await })
+                .map_err(|e| KeysError::Unreachable(e.to_string()))?;
+            if answer.now == 0 {
+                return Err(KeysError::Unreachable(format!(
+                    "{address}: the sidecar's ListKeys has no schedule fields (`now` is 0): \
+                     it predates keys on a schedule; upgrade it"
+                )));
+            }
+            timeline::Timeline::of_list_keys(address, &answer)
+        }
+        (Some(path), None) => {
+            let now = time::now_or_clock(now).map_err(KeysError::Usage)?;
+            let permissions = if allow_insecure {
+                KeyringPermissions::AllowGroupOrOtherReadable
+            } else {
+                KeyringPermissions::OwnerOnly
+            };
+            let loaded = load_keyring_file(path, permissions).map_err(KeysError::Load)?;
+            timeline::Timeline::of_keyring(&loaded.keyring, now)
+        }
+        (None, None) => {
+            return Err(KeysError::Usage(
+                "--keyring FILE or --connect ADDR is needed".into(),
+            ));
+        }
+    };
+    Ok(if json {
+        timeline.to_json().to_string()
+    } else {
+        timeline.to_text()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn policy() -> reqstate::Policy {
+        reqstate::Policy::new()
+    }
+
+    fn promote_at(path: &Path, id: u32, now: u64, force: bool) -> Result<String, KeysError> {
+        schedule::promote(
+            path,
+            id,
+            schedule::PromoteOptions {
+                now,
+                at: None,
+                propagation: 300,
+                force,
+                policy: policy(),
+            },
+        )
+    }
+
     #[test]
-    fn promote_keeps_comments_and_demotes_the_old_primary() -> Result<(), Box<dyn std::error::Error>>
-    {
+    fn promote_keeps_comments_and_schedules_the_key() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("keyring.toml");
         new_key(&path, Algorithm::XChaCha20Poly1305, None)?;
@@ -351,15 +507,28 @@ mod tests {
         text.push_str("# operator note: key 2 is for the March rotation\n");
         std::fs::write(&path, text)?;
         new_key(&path, Algorithm::HmacSha256, None)?;
-        promote(&path, 2)?;
+        let created = reqstate::Keyring::from_toml(&std::fs::read_to_string(&path)?)?
+            .get(reqstate::KeyId::new(2))
+            .and_then(|k| k.created_at())
+            .ok_or("key 2 has no created")?;
+        // Too early: replicas may not have key 2 yet.
+        let before = std::fs::read(&path)?;
+        let refused = promote_at(&path, 2, created + 10, false);
+        assert!(
+            matches!(&refused, Err(KeysError::Refused(why)) if why.contains("unknown_key")
+                && why.contains(&reqstate::rfc3339_utc(created + 300))),
+            "{refused:?}"
+        );
+        assert_eq!(std::fs::read(&path)?, before);
+        // After the propagation delay: key 2 mints from now on.
+        promote_at(&path, 2, created + 300, false)?;
         let text = std::fs::read_to_string(&path)?;
         assert!(text.contains("# operator note"), "{text}");
         let keyring = reqstate::Keyring::from_toml(&text)?;
-        assert_eq!(keyring.primary().id().get(), 2);
-        assert_eq!(
-            keyring.get(reqstate::KeyId::new(1)).map(|k| k.status()),
-            Some(KeyStatus::Active)
-        );
+        assert_eq!(keyring.minting_key(created + 299).id().get(), 1);
+        assert_eq!(keyring.minting_key(created + 300).id().get(), 2);
+        let key_1 = keyring.get(reqstate::KeyId::new(1)).ok_or("key 1")?;
+        assert_eq!(keyring.status_at(key_1, created + 300), KeyStatus::Active);
         Ok(())
     }
 
@@ -386,8 +555,61 @@ mod tests {
         let path = dir.path().join("keyring.toml");
         new_key(&path, Algorithm::XChaCha20Poly1305, None)?;
         let before = std::fs::read(&path)?;
-        assert!(matches!(retire(&path, 1), Err(KeysError::Refused(_))));
+        for force in [false, true] {
+            let refused = schedule::retire(
+                &path,
+                1,
+                schedule::RetireOptions {
+                    now: reqstate::Clock::now(&reqstate::SystemClock),
+                    at: None,
+                    force,
+                    policy: policy(),
+                },
+            );
+            assert!(
+                matches!(&refused, Err(KeysError::Refused(why)) if why.contains("no key to mint")),
+                "{refused:?}"
+            );
+        }
         assert_eq!(std::fs::read(&path)?, before);
+        Ok(())
+    }
+
+    #[test]
+    fn rotate_then_rotate_again_changes_nothing() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("keyring.toml");
+        new_key(&path, Algorithm::HmacSha256, None)?;
+        let now = reqstate::Clock::now(&reqstate::SystemClock);
+        let options = |now| schedule::RotateOptions {
+            now,
+            propagation: 300,
+            every: None,
+            grace: 60,
+            algorithm: None,
+            policy: policy(),
+        };
+        let said = schedule::rotate(&path, &options(now))?;
+        assert!(said.contains("scheduled key 2"), "{said}");
+        let once = std::fs::read(&path)?;
+        let keyring = reqstate::Keyring::from_toml(std::str::from_utf8(&once)?)?;
+        let key_2 = keyring.get(reqstate::KeyId::new(2)).ok_or("key 2")?;
+        assert_eq!(key_2.mint_from(), Some(now + 300));
+        assert_eq!(key_2.algorithm(), Algorithm::HmacSha256);
+        assert_eq!(
+            keyring.primary().retire_at(),
+            Some(
+                now + 300
+                    + reqstate::Policy::DEFAULT_MAX_LIFETIME
+                    + reqstate::Policy::DEFAULT_CLOCK_LEEWAY
+            )
+        );
+        let said = schedule::rotate(&path, &options(now + 299))?;
+        assert!(
+            said.contains("in progress") && said.contains("no change"),
+            "{said}"
+        );
+        assert_eq!(std::fs::read(&path)?, once);
         Ok(())
     }
 }

@@ -85,7 +85,9 @@ fn keys_new_promote_retire_list_rotate_a_keyring_file_in_place() -> TestResult {
         vec![(1, "primary".into()), (2, "active".into())]
     );
 
-    let out = run_cli(&["keys", "promote", "2", "--keyring", &keyring])?;
+    // Promoted at once: as if every replica were confirmed to have key 2
+    // (`keys promote` refuses a key created less than --propagation ago).
+    let out = run_cli(&["keys", "promote", "2", "--force", "--keyring", &keyring])?;
     assert!(out.status.success());
     assert_eq!(
         list_keys(&keyring)?,
@@ -98,7 +100,10 @@ fn keys_new_promote_retire_list_rotate_a_keyring_file_in_place() -> TestResult {
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(std::fs::read(&path)?, before);
 
+    // Cut off at once (its tokens are still live: refused without --force).
     let out = run_cli(&["keys", "retire", "1", "--keyring", &keyring])?;
+    assert_eq!(out.status.code(), Some(64));
+    let out = run_cli(&["keys", "retire", "1", "--force", "--keyring", &keyring])?;
     assert!(out.status.success());
     assert_eq!(
         list_keys(&keyring)?,

@@ -178,7 +178,7 @@ async fn rotation_under_load_never_rejects_a_valid_token() -> TestResult {
     );
 
     // 2. Promote it: key 1 becomes active and keeps verifying.
-    keys_cli(&["promote", "2"], &sidecar.keyring)?;
+    keys_cli(&["promote", "2", "--force"], &sidecar.keyring)?;
     let keys = wait_for_generation(&client, 3).await?;
     assert_eq!(
         keys,
@@ -193,7 +193,7 @@ async fn rotation_under_load_never_rejects_a_valid_token() -> TestResult {
     // 3. Wait the longest TTL the load uses (3 s) plus leeway (0) plus the
     //    clock's one-second granularity, then retire key 1.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    keys_cli(&["retire", "1"], &sidecar.keyring)?;
+    keys_cli(&["retire", "1", "--force"], &sidecar.keyring)?;
     let keys = wait_for_generation(&client, 4).await?;
     assert_eq!(
         keys,
