@@ -91,7 +91,7 @@ def rotate_and_check(api: Api, publish: Any, keyring: Keyring, old_token: str) -
     assert primary_key(after_add) == 1 and after_add.keyring_generation == generation + 1
     assert api.mint(TOOL, STEP, STATE, CONTEXT).key_id == 1
 
-    keyring.keys("promote", "2")
+    keyring.keys("promote", "2", "--force")  # confirmed above: every replica has key 2
     publish(keyring.data())
     wait_until("key 2 promoted by the ..data swap", lambda: primary_key(api.list_keys()) == 2)
     assert api.list_keys().keyring_generation == generation + 2

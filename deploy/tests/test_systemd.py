@@ -402,7 +402,7 @@ def test_unit_runs_as_written() -> None:
         generation = api.list_keys().keyring_generation
         run([str(binary), "keys", "new", "--keyring", keyring], umask=umask, **service)
         wait_until("key 2 loaded", lambda: {k.id for k in api.list_keys().keys} == {1, 2})
-        run([str(binary), "keys", "promote", "2", "--keyring", keyring], umask=umask, **service)
+        run([str(binary), "keys", "promote", "2", "--force", "--keyring", keyring], umask=umask, **service)
         wait_until("key 2 promoted", lambda: primary_key(api.list_keys()) == 2)
         st = Path(keyring).stat()
         assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, uid), "the keys tool must keep the owner"
