@@ -195,7 +195,7 @@ fn fleet_policy(args: FleetPolicyArgs) -> Result<reqstate::Policy, KeysError> {
 
 const NEW_FILE_HEADER: &str = "\
 # reqstate keyring (format: docs/KEYRING.md). Keep this file mode 0600.
-# Rotate with `reqstate keys new|promote|retire` (runbook: docs/ROTATION.md).
+# Rotate with `reqstate keys rotate` on a timer (runbook: docs/ROTATION.md).
 version = 1
 ";
 
