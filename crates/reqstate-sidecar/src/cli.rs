@@ -407,11 +407,11 @@ pub enum KeysCommand {
             long,
             env = "REQSTATE_KEYRING",
             value_name = "FILE",
-            required_unless_present = "connect",
-            conflicts_with = "connect"
+            required_unless_present = "connect"
         )]
         keyring: Option<PathBuf>,
-        /// Ask a running sidecar instead: `unix:PATH` or `tcp:HOST:PORT`.
+        /// Ask a running sidecar instead: `unix:PATH` or `tcp:HOST:PORT`
+        /// (the keyring file, if also given, is then not read).
         #[arg(long, value_name = "ADDR")]
         connect: Option<String>,
         /// With --connect: send the first token of this file (the sidecar's

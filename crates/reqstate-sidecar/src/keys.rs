@@ -425,7 +425,7 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
             instant(k.retire_at()),
         ));
     }
-    Ok(out.trim_end().to_string())
+    Ok(timeline::trim_lines(&out))
 }
 
 /// `keys status`: the timeline of a file at `--now`, or of a running sidecar.

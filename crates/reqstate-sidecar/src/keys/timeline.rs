@@ -92,6 +92,14 @@ fn doing(status: KeyStatus) -> &'static str {
     }
 }
 
+/// The text without the padding at the end of its lines.
+pub(crate) fn trim_lines(text: &str) -> String {
+    text.lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn instant_or_dash(at: Option<u64>) -> String {
     at.map(reqstate::rfc3339_utc).unwrap_or_else(|| "-".into())
 }
@@ -290,7 +298,7 @@ impl Timeline {
                 relative(next.at, self.now)
             ));
         }
-        out
+        trim_lines(&out)
     }
 
     /// The timeline as JSON (`--json`).
