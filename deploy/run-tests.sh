@@ -22,8 +22,9 @@
 # Installs what it needs: the pinned deploy/requirements.txt into deploy/.venv
 # (git-ignored), and the Debian packages systemd (systemd-analyze,
 # systemd-sysusers, systemd-tmpfiles), util-linux (unshare, setpriv),
-# strace and prometheus (promtool) when missing. Runs as root (the tests switch users, bind-mount and
-# make network namespaces). Never builds Rust: the binary is $REQSTATE_BIN,
+# strace and prometheus (promtool) when missing. Runs as root (the tests
+# switch users, bind-mount and make network namespaces). Never builds Rust:
+# the binary is $REQSTATE_BIN,
 # else <repo>/target/debug/reqstate. Idempotent; exits non-zero on any failure.
 set -euo pipefail
 
