@@ -323,9 +323,15 @@ pub(crate) fn rotate(path: &Path, o: &RotateOptions) -> Result<String, KeysError
         keyring = validate_and_write(path, &doc, Some(&o.policy))?;
         said.push(format!("wrote {}", path.display()));
     } else {
-        keyring
-            .check_schedule(&o.policy)
-            .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
+        keyring.check_schedule(&o.policy).map_err(|e| {
+            KeysError::Refused(format!(
+                "{}: the file's schedule does not hold with --max-ttl {} and --leeway {} (they \
+                 must be what the fleet serves): {e}",
+                path.display(),
+                o.policy.max_lifetime(),
+                o.policy.clock_leeway()
+            ))
+        })?;
         said.push(format!("no change: {} was left as it was", path.display()));
     }
     said.push(Timeline::of_keyring(&keyring, now).to_text());

@@ -111,6 +111,14 @@ fn rotate_is_idempotent_and_the_switch_is_at_mint_from_to_the_second() -> TestRe
         assert_eq!(std::fs::read(&path)?, once, "rotate is not idempotent");
     }
 
+    // A policy other than the one the schedule was made for: refused.
+    let now = (t0 + 10).to_string();
+    let err = refused(
+        &path,
+        &["rotate", "--now", &now, "--max-ttl", "100", "--leeway", "5"],
+    )?;
+    assert!(err.contains("must be what the fleet serves"), "{err}");
+
     // The minting key at mint_from - 1 s, at, + 1 s: the file's timeline ...
     let mint_from = t0 + 60;
     let retire_at = mint_from + 20 + 5;
