@@ -9,6 +9,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = manifest_dir.join("../../proto");
     let proto_file = proto_root.join("reqstate/v1/reqstate.proto");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    // The proto lives outside this package: without this, cargo would not
+    // see it change and would keep stale generated types.
+    println!("cargo:rerun-if-changed={}", proto_file.display());
 
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);

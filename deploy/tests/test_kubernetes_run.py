@@ -128,8 +128,10 @@ def check_metrics(sidecar: SidecarRun) -> None:
         assert (status, text.strip()) == (200, body), f"GET {path}: {status} {text!r}"
     status, text = http_get(f"http://{metrics}/metrics")
     assert status == 200
-    series = [line for line in text.splitlines() if line.startswith("reqstate_keyring_key{")]
-    assert any('key_id="2"' in line and 'status="primary"' in line for line in series), series
+    # What each key does now (the promotion is a schedule: the file's status
+    # of key 2 stays "active"; reqstate_key_status follows the schedule).
+    series = [line for line in text.splitlines() if line.startswith("reqstate_key_status{")]
+    assert 'reqstate_key_status{key_id="2",status="primary"} 1' in series, series
     assert "reqstate_keyring_reload_failures_total 0" in text.splitlines()
 
 

@@ -71,6 +71,14 @@ fn load_codec(args: &LocalCodecArgs) -> Result<(Codec, Vec<u8>), String> {
         .with_max_lifetime(Duration::from_secs(args.max_lifetime))
         .map_err(|e| format!("--max-lifetime {}: {e}", args.max_lifetime))?;
     let keyring = load_keyring(&args.keys)?;
+    // A schedule that retires a key while its tokens are live under this
+    // policy is refused, as `serve` refuses it (docs/KEYRING.md).
+    keyring.check_schedule(&policy).map_err(|e| {
+        format!(
+            "keyring {}: invalid keyring: {e}",
+            args.keys.keyring.display()
+        )
+    })?;
     let codec = match args.now {
         Some(now) => Codec::with_parts(keyring, policy, CommandLineClock(now), BufferedRandom),
         None => Codec::with_parts(keyring, policy, SystemClock, BufferedRandom),

@@ -367,7 +367,11 @@ impl KeyringReloader {
         }
         let generation = current.generation + 1;
         let key_ids: Vec<u32> = loaded.keyring.keys().iter().map(|k| k.id().get()).collect();
-        let primary = loaded.keyring.primary().id().get();
+        let primary = loaded
+            .keyring
+            .minting_key(reqstate::Clock::now(&reqstate::SystemClock))
+            .id()
+            .get();
         let evidence = self.book.for_keyring(&loaded.keyring, &loaded.contents);
         let sha256 = evidence.sha256().to_owned();
         self.metrics.keyring_in_service(&loaded.keyring, generation);
@@ -451,7 +455,12 @@ impl Reloaders {
                 format!(
                     "serving; keyring generation {}, primary key {}",
                     current.generation,
-                    current.codec.keyring().primary().id().get()
+                    current
+                        .codec
+                        .keyring()
+                        .minting_key(reqstate::Clock::now(&reqstate::SystemClock))
+                        .id()
+                        .get()
                 )
             }
             None => "serving".to_owned(),

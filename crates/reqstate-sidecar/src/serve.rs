@@ -168,7 +168,12 @@ async fn serve(config: ServeConfig) -> u8 {
 
     let codec = Codec::new(initial_keyring).with_policy(policy);
     metrics.keyring_in_service(codec.keyring(), 1);
-    let primary = codec.keyring().primary().id().get();
+    // The key that mints now (KEYRING.md, "Keys on a schedule").
+    let primary = codec
+        .keyring()
+        .minting_key(reqstate::Clock::now(&reqstate::SystemClock))
+        .id()
+        .get();
     let book = EvidenceBook::new();
     let evidence = book.for_keyring(codec.keyring(), &initial_contents);
     let shared = live_keyring::shared_with(codec, evidence);
