@@ -8,6 +8,7 @@
 #   test/cross.test.js     Rust CLI x sidecar x this package, every pair, both algorithms
 #   test/property.test.js  fast-check: TypeScript mint -> Rust verify and back
 #   test/api.test.js       keyrings, policy, rotation, reasons, the MCP SDK drop-in, the CLI
+#   test/schedule.test.js  keys on a schedule: the compact form's ;mint_from/;retire_at, toCompact, the minting key and retirement at an injected clock, the policy check in Codec, the MCP drop-in and reqstate-ts
 #   test/singleuse.test.js single-use tokens: memory store, store failures, Rust CLI x this
 #                          package, the Redis store against a redis-server it starts (needs
 #                          /usr/bin/redis-server: scripts/test.sh installs it)
