@@ -323,6 +323,21 @@ impl Sidecar {
         }
         Ok(0.0)
     }
+
+    /// Waits until one metric series (as [`Sidecar::metric`]) is at least
+    /// `at_least`, up to `timeout`.
+    pub async fn metric_reaches(
+        &self,
+        series: &str,
+        at_least: f64,
+        timeout: Duration,
+    ) -> TestResult {
+        let what = format!("{series} >= {at_least}");
+        eventually(timeout, &what, || async {
+            Ok((self.metric(series).await? >= at_least).then_some(()))
+        })
+        .await
+    }
 }
 
 /// A child process killed and reaped when dropped, so a failing test never

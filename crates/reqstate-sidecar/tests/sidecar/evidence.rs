@@ -156,14 +156,13 @@ async fn a_reload_whose_schedule_refuses_live_tokens_is_refused() -> TestResult 
             &format!("mint_from = {}\n", toml_instant(takeover)),
         ),
     )?;
-    eventually(Duration::from_secs(10), "the refused reload", || async {
-        Ok((sidecar
-            .metric("reqstate_keyring_reload_failures_total")
-            .await?
-            >= 1.0)
-            .then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_keyring_reload_failures_total",
+            1.0,
+            Duration::from_secs(10),
+        )
+        .await?;
     let listed = sidecar
         .unix_client()
         .await?

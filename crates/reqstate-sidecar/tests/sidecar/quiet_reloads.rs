@@ -10,9 +10,7 @@ use crate::sidecar_process;
 use std::io::Write as _;
 use std::time::Duration;
 
-use sidecar_process::{
-    Sidecar, SidecarOptions, TestResult, eventually, keyring_toml, write_private,
-};
+use sidecar_process::{Sidecar, SidecarOptions, TestResult, keyring_toml, write_private};
 
 fn append(path: &std::path::Path, text: &str) -> TestResult {
     let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
@@ -29,14 +27,13 @@ async fn a_bad_keyring_is_refused_once_until_it_changes() -> TestResult {
     let text = keyring_toml(&[(1, "primary")]);
     let sidecar = Sidecar::start(SidecarOptions::new(text.clone())).await?;
     append(&sidecar.keyring, "this is not toml\n")?;
-    eventually(Duration::from_secs(10), "the refusal", || async {
-        Ok((sidecar
-            .metric("reqstate_keyring_reload_failures_total")
-            .await?
-            >= 1.0)
-            .then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_keyring_reload_failures_total",
+            1.0,
+            Duration::from_secs(10),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let log = sidecar.log();
     assert_eq!(
@@ -51,21 +48,23 @@ async fn a_bad_keyring_is_refused_once_until_it_changes() -> TestResult {
 
     // A SIGHUP always reloads and reports, even the same bytes.
     sidecar.signal(nix::sys::signal::Signal::SIGHUP)?;
-    eventually(Duration::from_secs(10), "the forced refusal", || async {
-        Ok((sidecar
-            .metric("reqstate_keyring_reload_failures_total")
-            .await?
-            >= 2.0)
-            .then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_keyring_reload_failures_total",
+            2.0,
+            Duration::from_secs(10),
+        )
+        .await?;
 
     // Fixed (a comment where the bad line was): one success, no failure more.
     write_private(&sidecar.keyring, &format!("{text}# fixed\n"))?;
-    eventually(Duration::from_secs(10), "the reload", || async {
-        Ok((sidecar.metric("reqstate_keyring_reloads_total").await? >= 1.0).then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_keyring_reloads_total",
+            1.0,
+            Duration::from_secs(10),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let log = sidecar.log();
     assert_eq!(
@@ -85,14 +84,13 @@ async fn a_bad_keyring_is_refused_once_until_it_changes() -> TestResult {
 
     // The same bad line again is a new version of the file: reported again.
     append(&sidecar.keyring, "this is not toml\n")?;
-    eventually(Duration::from_secs(10), "the second refusal", || async {
-        Ok((sidecar
-            .metric("reqstate_keyring_reload_failures_total")
-            .await?
-            >= 3.0)
-            .then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_keyring_reload_failures_total",
+            3.0,
+            Duration::from_secs(10),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         sidecar
@@ -113,14 +111,13 @@ async fn a_bad_token_file_is_refused_once_until_it_changes() -> TestResult {
     .await?;
     let file = sidecar.dir.path().join("auth-token");
     append(&file, "a token with spaces\n")?;
-    eventually(Duration::from_secs(10), "the refusal", || async {
-        Ok((sidecar
-            .metric("reqstate_auth_token_reload_failures_total")
-            .await?
-            >= 1.0)
-            .then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_auth_token_reload_failures_total",
+            1.0,
+            Duration::from_secs(10),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let log = sidecar.log();
     assert_eq!(
@@ -134,10 +131,13 @@ async fn a_bad_token_file_is_refused_once_until_it_changes() -> TestResult {
     assert_eq!(count(&log, " ERROR "), 1, "{log}");
 
     write_private(&file, "first-token\nsecond-token\n")?;
-    eventually(Duration::from_secs(10), "the reload", || async {
-        Ok((sidecar.metric("reqstate_auth_token_reloads_total").await? >= 1.0).then_some(()))
-    })
-    .await?;
+    sidecar
+        .metric_reaches(
+            "reqstate_auth_token_reloads_total",
+            1.0,
+            Duration::from_secs(10),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let log = sidecar.log();
     assert_eq!(
