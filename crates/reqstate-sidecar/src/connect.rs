@@ -84,12 +84,13 @@ pub fn read_bearer_token(path: &Path) -> Result<String, ConnectError> {
         })
 }
 
-/// An error and its sources, one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
+/// An error and its sources, one line (`reqstate health` uses it too).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();
+        // Layers often repeat their inner error's message word for word.
         if !text.ends_with(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);

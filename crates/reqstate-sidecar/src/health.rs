@@ -17,6 +17,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use crate::cli::{EXIT_BAD_CONFIG, HealthArgs};
 use crate::config::{DEV_LISTEN, ListenAddr};
+use crate::connect::error_chain;
 
 /// The exit code for "not serving": anything but a `SERVING` answer.
 pub const EXIT_NOT_SERVING: u8 = 1;
@@ -114,22 +115,6 @@ async fn connect(target: &ListenAddr, text: &str, args: &HealthArgs) -> Result<C
                 .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
         }
     }
-}
-
-/// An error and its sources, one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // Layers often repeat their inner error's message word for word.
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 async fn check(

@@ -22,29 +22,33 @@ fn count(log: &str, needle: &str) -> usize {
     log.lines().filter(|l| l.contains(needle)).count()
 }
 
+/// Waits for the first refusal counted in `failures`, then 3 s more (the
+/// sidecar's own log file is in the watched directory: every line it writes
+/// is a directory event): still exactly one refusal, one `logged` line, one
+/// ERROR.
+async fn refused_once(sidecar: &Sidecar, failures: &str, logged: &str) -> TestResult {
+    sidecar
+        .metric_reaches(failures, 1.0, Duration::from_secs(10))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = sidecar.log();
+    assert_eq!(sidecar.metric(failures).await?, 1.0, "{log}");
+    assert_eq!(count(&log, logged), 1, "{log}");
+    assert_eq!(count(&log, " ERROR "), 1, "{log}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_bad_keyring_is_refused_once_until_it_changes() -> TestResult {
     let text = keyring_toml(&[(1, "primary")]);
     let sidecar = Sidecar::start(SidecarOptions::new(text.clone())).await?;
     append(&sidecar.keyring, "this is not toml\n")?;
-    sidecar
-        .metric_reaches(
-            "reqstate_keyring_reload_failures_total",
-            1.0,
-            Duration::from_secs(10),
-        )
-        .await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let log = sidecar.log();
-    assert_eq!(
-        sidecar
-            .metric("reqstate_keyring_reload_failures_total")
-            .await?,
-        1.0,
-        "{log}"
-    );
-    assert_eq!(count(&log, "keyring reload refused"), 1, "{log}");
-    assert_eq!(count(&log, " ERROR "), 1, "{log}");
+    refused_once(
+        &sidecar,
+        "reqstate_keyring_reload_failures_total",
+        "keyring reload refused",
+    )
+    .await?;
 
     // A SIGHUP always reloads and reports, even the same bytes.
     sidecar.signal(nix::sys::signal::Signal::SIGHUP)?;
@@ -111,24 +115,12 @@ async fn a_bad_token_file_is_refused_once_until_it_changes() -> TestResult {
     .await?;
     let file = sidecar.dir.path().join("auth-token");
     append(&file, "a token with spaces\n")?;
-    sidecar
-        .metric_reaches(
-            "reqstate_auth_token_reload_failures_total",
-            1.0,
-            Duration::from_secs(10),
-        )
-        .await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let log = sidecar.log();
-    assert_eq!(
-        sidecar
-            .metric("reqstate_auth_token_reload_failures_total")
-            .await?,
-        1.0,
-        "{log}"
-    );
-    assert_eq!(count(&log, "bearer token reload refused"), 1, "{log}");
-    assert_eq!(count(&log, " ERROR "), 1, "{log}");
+    refused_once(
+        &sidecar,
+        "reqstate_auth_token_reload_failures_total",
+        "bearer token reload refused",
+    )
+    .await?;
 
     write_private(&file, "first-token\nsecond-token\n")?;
     sidecar
