@@ -112,6 +112,24 @@ pub fn run_cli(args: &[&str]) -> TestResult<Output> {
         .output()?)
 }
 
+/// `reqstate keys ARGS --keyring KEYRING`: its standard output, or an error
+/// with its standard error when it exits non-zero.
+pub fn keys_cli(args: &[&str], keyring: &Path) -> TestResult<String> {
+    let keyring = keyring.display().to_string();
+    let mut argv = vec!["keys"];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--keyring", &keyring]);
+    let out = run_cli(&argv)?;
+    if !out.status.success() {
+        return Err(format!(
+            "reqstate {argv:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// A running sidecar. Killed and reaped on drop.
 pub struct Sidecar {
     child: Option<Child>,

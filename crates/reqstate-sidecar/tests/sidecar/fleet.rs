@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqstate_proto::v1 as pb;
 use reqstate_proto::v1::request_state_client::RequestStateClient;
-use sidecar_process::{Sidecar, SidecarOptions, TestResult, eventually, run_cli};
+use sidecar_process::{Sidecar, SidecarOptions, TestResult, eventually, keys_cli};
 use tonic::transport::Channel;
 
 /// The fleet's policy: tokens live 2 s, clocks may disagree by 1 s.
@@ -67,23 +67,6 @@ async fn until(unix: u64, margin: Duration) {
     if let Ok(wait) = target.duration_since(SystemTime::now()) {
         tokio::time::sleep(wait).await;
     }
-}
-
-/// `reqstate keys ARGS --keyring MASTER`; fails on a non-zero exit.
-fn keys(master: &Path, args: &[&str]) -> TestResult<String> {
-    let keyring = master.display().to_string();
-    let mut argv = vec!["keys"];
-    argv.extend_from_slice(args);
-    argv.extend_from_slice(&["--keyring", &keyring]);
-    let out = run_cli(&argv)?;
-    if !out.status.success() {
-        return Err(format!(
-            "reqstate {argv:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Replaces `path` atomically (temporary file, 0600, rename), as a volume
@@ -218,7 +201,8 @@ async fn round_robin(
 
 /// The instant key `id` starts minting, from `keys status --json`.
 fn mint_from(master: &Path, id: u64) -> TestResult<u64> {
-    let status: serde_json::Value = serde_json::from_str(&keys(master, &["status", "--json"])?)?;
+    let status: serde_json::Value =
+        serde_json::from_str(&keys_cli(&["status", "--json"], master)?)?;
     status["keys"]
         .as_array()
         .and_then(|ks| ks.iter().find(|k| k["id"] == id))
@@ -230,7 +214,7 @@ fn mint_from(master: &Path, id: u64) -> TestResult<u64> {
 async fn a_fleet_rotates_by_one_rollout_without_refusing_a_token() -> TestResult {
     let dir = tempfile::tempdir()?;
     let master = dir.path().join("keyring.toml");
-    keys(&master, &["new"])?;
+    keys_cli(&["new"], &master)?;
     let initial = std::fs::read_to_string(&master)?;
     let mut replicas = Vec::new();
     for _ in 0..3 {
@@ -264,17 +248,17 @@ async fn a_fleet_rotates_by_one_rollout_without_refusing_a_token() -> TestResult
     // 1. A scheduled rotation by hand: key 2 minting from now + propagation,
     //    key 1 retiring when its last tokens have expired. One file.
     at_a_second_boundary().await;
-    keys(&master, &["new"])?;
+    keys_cli(&["new"], &master)?;
     let switch = unix_now() + PROPAGATION_SECONDS;
     let mut promote = vec!["promote", "2", "--propagation", &propagation];
     let switch_text = switch.to_string();
     promote.extend_from_slice(&["--at", &switch_text]);
     promote.extend_from_slice(&policy);
-    keys(&master, &promote)?;
+    keys_cli(&promote, &master)?;
     let retire_text = (switch + live).to_string();
     let mut retire = vec!["retire", "1", "--at", &retire_text];
     retire.extend_from_slice(&policy);
-    keys(&master, &retire)?;
+    keys_cli(&retire, &master)?;
     distribute(&master, &paths).await?;
     generation += 1;
     loaded(&clients, generation).await?;
@@ -286,7 +270,7 @@ async fn a_fleet_rotates_by_one_rollout_without_refusing_a_token() -> TestResult
         at_a_second_boundary().await;
         let mut rotate = vec!["rotate", "--propagation", &propagation, "--grace", "1s"];
         rotate.extend_from_slice(&policy);
-        let said = keys(&master, &rotate)?;
+        let said = keys_cli(&rotate, &master)?;
         assert!(
             said.contains(&format!("dropped key {dropped}"))
                 && said.contains(&format!("scheduled key {new_id}")),
@@ -294,7 +278,7 @@ async fn a_fleet_rotates_by_one_rollout_without_refusing_a_token() -> TestResult
         );
         // Idempotent: a second run before the switch changes nothing.
         let before = std::fs::read(&master)?;
-        let again = keys(&master, &rotate)?;
+        let again = keys_cli(&rotate, &master)?;
         assert!(again.contains("no change"), "{again}");
         assert_eq!(std::fs::read(&master)?, before);
         let switch = mint_from(&master, new_id)?;
@@ -327,10 +311,10 @@ async fn a_fleet_rotates_by_one_rollout_without_refusing_a_token() -> TestResult
     assert!(round_trips > 200, "only {round_trips} round trips");
 
     // Control: the manual flow in one rollout, distributed the same way.
-    keys(&master, &["new"])?;
+    keys_cli(&["new"], &master)?;
     let mut promote = vec!["promote", "5", "--force"];
     promote.extend_from_slice(&policy);
-    keys(&master, &promote)?;
+    keys_cli(&promote, &master)?;
     distribute(&master, &paths).await?;
     generation += 1;
     loaded(&clients, generation).await?;

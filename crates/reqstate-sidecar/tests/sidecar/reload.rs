@@ -12,7 +12,7 @@ use std::time::Duration;
 use reqstate_proto::v1 as pb;
 use reqstate_proto::v1::request_state_client::RequestStateClient;
 use sidecar_process::{
-    Sidecar, SidecarOptions, TestResult, eventually, keyring_toml, run_cli, with_bearer,
+    Sidecar, SidecarOptions, TestResult, eventually, keyring_toml, keys_cli, with_bearer,
     write_private,
 };
 use tonic::transport::Channel;
@@ -39,22 +39,6 @@ async fn wait_for_generation(
         }
     })
     .await
-}
-
-fn keys_cli(args: &[&str], keyring: &Path) -> TestResult {
-    let keyring = keyring.display().to_string();
-    let mut argv = vec!["keys"];
-    argv.extend_from_slice(args);
-    argv.extend_from_slice(&["--keyring", &keyring]);
-    let out = run_cli(&argv)?;
-    if !out.status.success() {
-        return Err(format!(
-            "reqstate {argv:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(())
 }
 
 /// What the background client saw.
