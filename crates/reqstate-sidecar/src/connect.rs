@@ -63,9 +63,25 @@ pub struct Connection {
     authorization: Option<MetadataValue<Ascii>>,
 }
 
-/// The HTTP/2 `:authority` of a Unix-socket channel: a well-formed
-/// `localhost` (the connector dials the socket).
+/// The endpoint URI of a Unix-socket channel. The connector dials the
+/// socket; the URI only gives the HTTP/2 `:authority` sent, `localhost`, a
+/// well-formed one, so that a client never depends on the vendored h2's
+/// tolerance of malformed authorities (vendor/h2/PATCH.md) and works
+/// against an unpatched server.
 const UNIX_ENDPOINT: &str = "http://localhost";
+
+/// A channel to a gRPC server on the Unix socket at `path` (for
+/// `--connect unix:…` and `reqstate health`).
+pub(crate) async fn unix_channel(path: PathBuf) -> Result<Channel, tonic::transport::Error> {
+    Endpoint::from_static(UNIX_ENDPOINT)
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
+            }
+        }))
+        .await
+}
 
 /// Reads the first token of a bearer-token file (one per line, blank lines
 /// and `#` comments skipped).
@@ -125,17 +141,7 @@ impl Connection {
         };
         let connecting = async {
             match parsed {
-                ListenAddr::Unix(path) => Endpoint::from_static(UNIX_ENDPOINT)
-                    .connect_with_connector(tower::service_fn(move |_: Uri| {
-                        let path = path.clone();
-                        async move {
-                            Ok::<_, std::io::Error>(TokioIo::new(
-                                tokio::net::UnixStream::connect(path).await?,
-                            ))
-                        }
-                    }))
-                    .await
-                    .map_err(cannot),
+                ListenAddr::Unix(path) => unix_channel(path).await.map_err(cannot),
                 ListenAddr::Tcp(addr) => Endpoint::from_shared(format!("http://{addr}"))
                     .map_err(|e| ConnectError(format!("{address}: {e}")))?
                     .connect()

@@ -9,25 +9,17 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::cli::{EXIT_BAD_CONFIG, HealthArgs};
 use crate::config::{DEV_LISTEN, ListenAddr};
-use crate::connect::error_chain;
+use crate::connect::{error_chain, unix_channel};
 
 /// The exit code for "not serving": anything but a `SERVING` answer.
 pub const EXIT_NOT_SERVING: u8 = 1;
-
-/// The endpoint URI of a Unix-socket probe. The connector dials the socket;
-/// the URI only gives the HTTP/2 `:authority` sent, `localhost`, a
-/// well-formed one, so that the probe never depends on the vendored h2's
-/// tolerance of malformed authorities (vendor/h2/PATCH.md) and works against
-/// an unpatched server.
-const UNIX_ENDPOINT: &str = "http://localhost";
 
 /// Where to probe, from `--listen`, else the first address of
 /// `REQSTATE_LISTEN`, else the `serve --dev` address.
@@ -86,16 +78,7 @@ async fn connect(target: &ListenAddr, text: &str, args: &HealthArgs) -> Result<C
             if args.tls_ca.is_some() {
                 return Err("--tls-ca applies to tcp: addresses only".into());
             }
-            let path = path.clone();
-            Endpoint::from_static(UNIX_ENDPOINT)
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let path = path.clone();
-                    async move {
-                        Ok::<_, std::io::Error>(TokioIo::new(
-                            tokio::net::UnixStream::connect(path).await?,
-                        ))
-                    }
-                }))
+            unix_channel(path.clone())
                 .await
                 .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
         }

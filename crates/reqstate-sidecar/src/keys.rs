@@ -79,12 +79,7 @@ pub fn run(command: KeysCommand) -> u8 {
             now,
             policy,
         } => (|| {
-            let now = time::now_or_clock(now.as_deref()).map_err(KeysError::Usage)?;
-            let at = at
-                .as_deref()
-                .map(|t| time::parse_instant("--at", t))
-                .transpose()
-                .map_err(KeysError::Usage)?;
+            let (now, at) = now_and_at(now.as_deref(), at.as_deref())?;
             let propagation =
                 time::parse_duration("--propagation", &propagation).map_err(KeysError::Usage)?;
             schedule::promote(
@@ -107,12 +102,7 @@ pub fn run(command: KeysCommand) -> u8 {
             now,
             policy,
         } => (|| {
-            let now = time::now_or_clock(now.as_deref()).map_err(KeysError::Usage)?;
-            let at = at
-                .as_deref()
-                .map(|t| time::parse_instant("--at", t))
-                .transpose()
-                .map_err(KeysError::Usage)?;
+            let (now, at) = now_and_at(now.as_deref(), at.as_deref())?;
             schedule::retire(
                 &keyring,
                 id,
@@ -191,6 +181,16 @@ fn fleet_policy(args: FleetPolicyArgs) -> Result<reqstate::Policy, KeysError> {
         .map_err(|e| KeysError::Usage(format!("--max-ttl {}: {e}", args.max_ttl)))?
         .with_clock_leeway(std::time::Duration::from_secs(args.clock_leeway))
         .map_err(|e| KeysError::Usage(format!("--leeway {}: {e}", args.clock_leeway)))
+}
+
+/// `--now` (or the system clock) and `--at`, read as instants.
+fn now_and_at(now: Option<&str>, at: Option<&str>) -> Result<(u64, Option<u64>), KeysError> {
+    let now = time::now_or_clock(now).map_err(KeysError::Usage)?;
+    let at = at
+        .map(|t| time::parse_instant("--at", t))
+        .transpose()
+        .map_err(KeysError::Usage)?;
+    Ok((now, at))
 }
 
 const NEW_FILE_HEADER: &str = "\

@@ -143,7 +143,7 @@ pub use context::{
 /// primitives on raw keys, for known-answer tests (Project Wycheproof).
 #[cfg(feature = "test-util")]
 pub use crypto::primitives as test_crypto;
-pub use datetime::rfc3339_utc;
+pub use datetime::{days_from_civil, rfc3339_utc};
 pub use error::{
     ConsumeError, Error, InvalidArgument, KeyringError, MintError, RandomnessUnavailable, Refusal,
     StoreError,

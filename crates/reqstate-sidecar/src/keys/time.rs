@@ -38,17 +38,6 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<u64, String> {
 /// date-time (and so a keyring file) can write.
 pub const MAX_INSTANT: u64 = 253_402_300_799;
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// algorithm, as the core's `created` reader).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Parses an instant: unix seconds, or an RFC 3339 date-time with an offset
 /// in whole seconds (`2026-12-01T12:05:00Z`, `2026-12-01T13:05:00+01:00`).
 pub fn parse_instant(flag: &str, text: &str) -> Result<u64, String> {
@@ -80,7 +69,7 @@ pub fn parse_instant(flag: &str, text: &str) -> Result<u64, String> {
         toml_edit::Offset::Z => 0,
         toml_edit::Offset::Custom { minutes } => i64::from(minutes) * 60,
     };
-    let days = days_from_civil(
+    let days = reqstate::days_from_civil(
         i64::from(date.year),
         i64::from(date.month),
         i64::from(date.day),
