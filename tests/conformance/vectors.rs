@@ -216,6 +216,8 @@ fn vectors_through_every_implementation() -> TestResult {
             "call_context" => {}
             // Run by keyrings::keyring_vectors_through_every_implementation.
             "keyrings" => {}
+            // Run by keyrings::schedule_vectors_through_every_implementation.
+            "schedules" => {}
             // Run by policy_vectors_are_refused_as_usage_errors_or_accepted.
             "policies" => {}
             // The shared store's record lifetime: no command-line output shows
