@@ -297,7 +297,7 @@ def test_key_rotation_between_rounds(fresh_sidecar: Sidecar) -> None:
         assert "key 2" in out, out
         sidecar.sighup()
         sidecar.wait_for_keys("key 2 active", lambda k: _status(k, 2) is KeyStatus.ACTIVE)
-        sidecar.keys_cli("promote", "2")
+        sidecar.keys_cli("promote", "2", "--force")  # key 2 is on the sidecar (checked above)
         sidecar.sighup()
         sidecar.wait_for_keys("key 2 primary", lambda k: k.primary is not None and k.primary.id == 2)
 
@@ -317,7 +317,7 @@ def test_key_rotation_between_rounds(fresh_sidecar: Sidecar) -> None:
     assert _status(keys, 1) is KeyStatus.ACTIVE
 
     # Retiring key 1 cuts its tokens off at once: round 1's state is refused now.
-    sidecar.keys_cli("retire", "1")
+    sidecar.keys_cli("retire", "1", "--force")  # a cut-off now, whatever is in flight
     sidecar.sighup()
     sidecar.wait_for_keys("key 1 retired", lambda k: _status(k, 1) is KeyStatus.RETIRED)
     round_one_state = codec.sealed[0][0]
