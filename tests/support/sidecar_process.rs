@@ -316,6 +316,16 @@ impl Sidecar {
         Ok(RequestStateClient::new(unix_channel(&self.unix).await?))
     }
 
+    /// `ListKeys` over the Unix socket, without a bearer token.
+    pub async fn list_keys(&self) -> TestResult<reqstate_proto::v1::ListKeysResponse> {
+        Ok(self
+            .unix_client()
+            .await?
+            .list_keys(reqstate_proto::v1::ListKeysRequest {})
+            .await?
+            .into_inner())
+    }
+
     /// The Prometheus text from the metrics listener.
     pub async fn metrics_text(&self) -> TestResult<String> {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -322,10 +322,6 @@ pub enum TransitionKind {
     Retires,
 }
 
-fn instant(at: u64) -> String {
-    rfc3339_utc(at)
-}
-
 impl Keyring {
     /// Builds a keyring from key specs, refusing duplicate ids, anything but
     /// exactly one primary key, and a schedule that leaves an instant with
@@ -402,7 +398,7 @@ impl Keyring {
                 return Err(KeyringError::new(alloc::format!(
                     "mint_from {} is also key {first}'s{}: two keys cannot start minting at \
                      the same instant",
-                    instant(at),
+                    rfc3339_utc(at),
                     line.map(|l| alloc::format!(" (line {l})"))
                         .unwrap_or_default()
                 ))
@@ -420,7 +416,7 @@ impl Keyring {
                     return Err(here(alloc::format!(
                         "retire_at {}: key {} is the last key to mint, so no key would mint \
                          from then; schedule a successor first (reqstate keys rotate)",
-                        instant(retire_at),
+                        rfc3339_utc(retire_at),
                         key.id
                     )));
                 }
@@ -431,9 +427,9 @@ impl Keyring {
                         return Err(here(alloc::format!(
                             "retire_at {} comes before key {} takes over (mint_from {}): no key \
                              would mint in between",
-                            instant(retire_at),
+                            rfc3339_utc(retire_at),
                             next.id,
-                            instant(takeover)
+                            rfc3339_utc(takeover)
                         )));
                     }
                 }
@@ -464,14 +460,14 @@ impl Keyring {
                     "retire_at {} refuses live tokens: key {} mints until key {} takes over at \
                      {}, and its last tokens are accepted until {} (max lifetime {} s + clock \
                      leeway {} s); retire it at {} or later",
-                    instant(retire_at),
+                    rfc3339_utc(retire_at),
                     key.id,
                     next.id,
-                    instant(takeover),
-                    instant(safe),
+                    rfc3339_utc(takeover),
+                    rfc3339_utc(safe),
                     policy.max_lifetime(),
                     policy.clock_leeway(),
-                    instant(safe)
+                    rfc3339_utc(safe)
                 ))
                 .at(key.line, Some(key.id)));
             }

@@ -18,27 +18,6 @@ fn now() -> TestResult<u64> {
     Ok(SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs())
 }
 
-/// `unix` as a TOML offset date-time in UTC (whole seconds).
-fn toml_instant(unix: u64) -> String {
-    let (days, secs) = (unix / 86_400, unix % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
 /// Keys 1 (primary) and 2 (active), with extra lines after `id = 2`'s and
 /// `id = 1`'s `status` line.
 fn scheduled(key1_extra: &str, key2_extra: &str) -> String {
@@ -92,8 +71,8 @@ async fn a_schedule_that_refuses_live_tokens_is_refused_at_start() -> TestResult
     write_private(
         &path,
         &scheduled(
-            &format!("retire_at = {}\n", toml_instant(takeover + 100)),
-            &format!("mint_from = {}\n", toml_instant(takeover)),
+            &format!("retire_at = {}\n", reqstate::rfc3339_utc(takeover + 100)),
+            &format!("mint_from = {}\n", reqstate::rfc3339_utc(takeover)),
         ),
     )?;
     let socket = dir.path().join("s.sock");
@@ -114,7 +93,10 @@ async fn a_schedule_that_refuses_live_tokens_is_refused_at_start() -> TestResult
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains(&path.display().to_string()), "{stderr}");
     assert!(stderr.contains("refuses live tokens"), "{stderr}");
-    assert!(stderr.contains(&toml_instant(takeover + 100)), "{stderr}");
+    assert!(
+        stderr.contains(&reqstate::rfc3339_utc(takeover + 100)),
+        "{stderr}"
+    );
 
     // Under --max-ttl 60 --clock-leeway 30 the same schedule leaves every
     // token its lifetime: it starts (and is stopped by the test).
@@ -128,12 +110,7 @@ async fn a_schedule_that_refuses_live_tokens_is_refused_at_start() -> TestResult
             .arg("30"),
     )
     .await?;
-    let listed = sidecar
-        .unix_client()
-        .await?
-        .list_keys(pb::ListKeysRequest {})
-        .await?
-        .into_inner();
+    let listed = sidecar.list_keys().await?;
     assert_eq!(
         (listed.max_ttl_seconds, listed.clock_leeway_seconds),
         (60, 30)
@@ -152,8 +129,8 @@ async fn a_reload_whose_schedule_refuses_live_tokens_is_refused() -> TestResult 
     write_private(
         &sidecar.keyring,
         &scheduled(
-            &format!("retire_at = {}\n", toml_instant(takeover + 10)),
-            &format!("mint_from = {}\n", toml_instant(takeover)),
+            &format!("retire_at = {}\n", reqstate::rfc3339_utc(takeover + 10)),
+            &format!("mint_from = {}\n", reqstate::rfc3339_utc(takeover)),
         ),
     )?;
     sidecar
@@ -163,12 +140,7 @@ async fn a_reload_whose_schedule_refuses_live_tokens_is_refused() -> TestResult 
             Duration::from_secs(10),
         )
         .await?;
-    let listed = sidecar
-        .unix_client()
-        .await?
-        .list_keys(pb::ListKeysRequest {})
-        .await?
-        .into_inner();
+    let listed = sidecar.list_keys().await?;
     assert_eq!(listed.keyring_generation, 1);
     assert_eq!(listed.keys.len(), 1);
     let log = sidecar.log();
@@ -199,7 +171,10 @@ fn series(text: &str, name_and_labels: &str) -> Option<f64> {
 #[tokio::test]
 async fn per_key_evidence_in_metrics_and_list_keys() -> TestResult {
     let takeover = now()? + 4;
-    let keyring = scheduled("", &format!("mint_from = {}\n", toml_instant(takeover)));
+    let keyring = scheduled(
+        "",
+        &format!("mint_from = {}\n", reqstate::rfc3339_utc(takeover)),
+    );
     let sidecar = Sidecar::start(SidecarOptions::new(keyring.clone())).await?;
     let mut client = sidecar.unix_client().await?;
 

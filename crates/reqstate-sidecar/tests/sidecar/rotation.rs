@@ -260,7 +260,7 @@ fn unsafe_promote_and_retire_are_refused_with_their_reason() -> TestResult {
     )?;
     assert!(
         err.contains("retired_key")
-            && err.contains(&format!("until {}", rfc3339(safe)))
+            && err.contains(&format!("until {}", reqstate::rfc3339_utc(safe)))
             && err.contains("--force"),
         "{err}"
     );
@@ -268,7 +268,7 @@ fn unsafe_promote_and_retire_are_refused_with_their_reason() -> TestResult {
         &path,
         &["retire", "1", "--at", &at(safe - 1), "--now", &at(t0 + 10)],
     )?;
-    assert!(err.contains(&rfc3339(safe)), "{err}");
+    assert!(err.contains(&reqstate::rfc3339_utc(safe)), "{err}");
     // The last key to mint cannot be retired: nothing would mint after it.
     let err = refused(&path, &["retire", "2", "--now", &at(t0 + 10)])?;
     assert!(err.contains("no key to mint"), "{err}");
@@ -311,10 +311,6 @@ fn unsafe_promote_and_retire_are_refused_with_their_reason() -> TestResult {
         ]
     );
     Ok(())
-}
-
-fn rfc3339(t: u64) -> String {
-    reqstate::rfc3339_utc(t)
 }
 
 #[tokio::test]
