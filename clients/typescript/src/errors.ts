@@ -63,10 +63,13 @@ const MESSAGES: Record<Reason, string> = {
  */
 export class ReqstateError extends Error {
   readonly reason: Reason;
+  /** What the message says after the reason's name, if anything. */
+  readonly detail?: string;
   constructor(reason: Reason, detail?: string, options?: { cause?: unknown }) {
     super(detail ? `${MESSAGES[reason]}: ${detail}` : MESSAGES[reason], options);
     this.name = 'ReqstateError';
     this.reason = reason;
+    this.detail = detail;
   }
 }
 

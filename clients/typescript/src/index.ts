@@ -51,8 +51,11 @@ export {
   createRequestStateCodec,
   mcpCallOf,
   stepFromInputResponses,
+  stepOfInputRequests,
   type McpCall,
   type McpContextLike,
+  type McpInputRequiredResult,
+  type McpRefusal,
   type McpRequestStateCodec,
   type McpRequestStateCodecOptions,
 } from './mcp.js';

@@ -2,14 +2,32 @@
 // same `RequestStateCodec<T>` shape (`mint(payload, ctx)`, `verify(state,
 // ctx)`, usable as `ServerOptions.requestState.verify`), with reqstate tokens
 // that bind the tool, the step, the principal, the method and a digest of the
-// arguments. No import of the SDK: the context is typed structurally.
+// arguments. `bind(server)` installs it on an `McpServer` or a low-level
+// `Server` and lets it see each request's tool and arguments;
+// `inputRequired(ctx, ...)` mints a round whose step is the keys it asks for,
+// and a retry that leaves some of them unanswered is asked again
+// (`unanswered(ctx)`), as SEP-2322 says. No import of the SDK: the server
+// and the context are typed structurally, and the SDK internals `bind` relies
+// on are checked when it is called.
+import { sha256 } from '@noble/hashes/sha2.js';
+import { base64urlEncode, isWellFormed, utf8 } from './bytes.js';
+import { MAX_STATE_DEPTH } from './cbor.js';
 import { callContext } from './callcontext.js';
-import { Codec, type CodecOptions } from './codec.js';
-import { ReqstateError } from './errors.js';
+import { Codec, Policy, type CodecOptions, type PolicyOptions } from './codec.js';
+import { ReqstateError, type Reason } from './errors.js';
 
 /** The part of the SDK's `ServerContext` this codec reads. */
 export interface McpContextLike {
-  mcpReq?: { method?: string; inputResponses?: Record<string, unknown> };
+  mcpReq?: {
+    /** The JSON-RPC id of the request being served. */
+    id?: string | number;
+    method?: string;
+    /** One per inbound request (the SDK's `AbortSignal`): how the codec finds the call it recorded. */
+    signal?: object;
+    inputResponses?: Record<string, unknown>;
+    /** Keys whose answers the SDK dropped as malformed: unanswered. */
+    droppedInputResponseKeys?: string[];
+  };
   http?: { authInfo?: { clientId?: string } };
 }
 
@@ -22,38 +40,147 @@ export interface McpCall {
   arguments?: unknown;
 }
 
+/** What {@link McpRequestStateCodecOptions.onRefusal} is told about a refused requestState. */
+export interface McpRefusal {
+  /** The reason's name (docs/CLI.md "Reasons"), e.g. `authentication_failed`. */
+  reason: Reason;
+  /** The operator's message: starts with the reason; never the state, the arguments or the principal. */
+  message: string;
+  /** `tools/call`, `prompts/get` or `resources/read`. */
+  method: string;
+  /** The tool or prompt name, or the resource URI, as called ("" when the codec did not see the call). */
+  tool: string;
+}
+
 export interface McpRequestStateCodecOptions<T> extends Omit<CodecOptions, 'keyring'> {
   /** A Keyring, keyring TOML, or the compact form (e.g. a Worker secret binding); or pass `codec`. */
   keyring?: CodecOptions['keyring'];
   codec?: Codec;
-  /** Lifetime of a minted requestState, seconds (default 600). */
+  /**
+   * Lifetime of a minted requestState, seconds (default 600). Over the
+   * policy's max lifetime (default 86400): `lifetime_too_long` when the codec
+   * is created. A token is accepted until ttl + the clock leeway.
+   */
   ttlSeconds?: number;
-  /** The request being served (a value, for a per-request server, or a function of the context). */
-  call: McpCall | ((ctx: McpContextLike | undefined) => McpCall);
+  /**
+   * Clock leeway, seconds (0..=600; default the policy's, 60): a token is
+   * accepted until ttl + leeway after it was minted, and one minted by a clock
+   * up to this far ahead is accepted. The SDK's own codec has none.
+   */
+  clockLeewaySeconds?: number;
+  /**
+   * The request being served, for servers that do not use {@link
+   * McpRequestStateCodec.bind} (a value, for a per-request server, or a
+   * function of the context). With `bind`, the codec reads the call itself.
+   */
+  call?: McpCall | ((ctx: McpContextLike | undefined) => McpCall | undefined);
   /** The authenticated principal; default `ctx.http.authInfo.clientId`, else "anonymous". */
   principal?: (ctx: McpContextLike | undefined) => string;
   /** Who the server is (bound into the context); default "". */
   audience?: string;
   /**
-   * The step a payload is for; default: its string `step` field, which is
-   * then carried as the token's step claim rather than inside the state (a
-   * payload without one gets the step "state").
+   * For `mint(payload)`: the step a payload is for; default: its string
+   * `step` field, which is then carried as the token's step claim rather than
+   * inside the state (a payload without one gets the step "state").
+   * {@link McpRequestStateCodec.inputRequired} rounds do not use it.
    */
   step?: (payload: T) => string;
-  /** The step an echoed requestState must be for; default: none (any step). See {@link stepFromInputResponses}. */
+  /**
+   * For tokens minted by `mint(payload)`: the step an echoed requestState
+   * must be for; default none. Rounds minted by `inputRequired` carry the
+   * keys they asked for and need none.
+   */
   expectedStep?: (ctx: McpContextLike) => string | undefined;
+  /**
+   * A retry of an `inputRequired` round that leaves some asked key
+   * unanswered: `'ask-again'` (default) hands the handler the state and
+   * lists the keys in `unanswered(ctx)`; `'refuse'` refuses it (`wrong_step`).
+   */
+  incomplete?: 'ask-again' | 'refuse';
+  /**
+   * Called with every refusal of `verify`, before it throws (which the SDK
+   * answers with its fixed `-32602 Invalid or expired requestState`, and
+   * reports to `server.onerror`). What it throws is ignored.
+   */
+  onRefusal?: (refusal: McpRefusal) => void;
 }
 
-/** The SDK's `RequestStateCodec<T>` shape. */
+/** The SDK's `InputRequiredResult` as {@link McpRequestStateCodec.inputRequired} builds it. */
+export interface McpInputRequiredResult<R> {
+  resultType: 'input_required';
+  inputRequests: R;
+  requestState: string;
+}
+
+/** The SDK's `RequestStateCodec<T>` shape, with the binding to a server and asking again. */
 export interface McpRequestStateCodec<T> {
+  /**
+   * Installs the codec on an `McpServer` or a low-level `Server` (before it
+   * is connected) and returns it: its `requestState.verify` hook, and what
+   * lets the codec read each call's tool and arguments. Throws if the server
+   * has another verify hook, is already connected, or is not an SDK 2.x
+   * server as this package knows it.
+   */
+  bind<S extends object>(server: S): S;
+  /**
+   * The recommended way to ask: mints the round's requestState, bound to the
+   * call of `ctx`, whose step is the asked keys
+   * ({@link stepOfInputRequests}), and returns the `InputRequiredResult`.
+   */
+  inputRequired<R extends Record<string, unknown>>(ctx: McpContextLike, round: { inputRequests: R; state: T }): Promise<McpInputRequiredResult<R>>;
+  /**
+   * The keys the verified round of `ctx` asked for and the retry did not
+   * answer (missing, or dropped by the SDK as malformed); empty when the
+   * answers are complete or the request carried no `inputRequired` round.
+   */
+  unanswered(ctx: McpContextLike): string[];
+  /** Mints a requestState for `payload`, bound to the call of `ctx` (required: throws without it). */
   mint(payload: T, ctx?: McpContextLike): Promise<string>;
+  /** The SDK's verify hook: the state, or a throw (a {@link ReqstateError} whose message starts with its reason). */
   verify(state: string, ctx: McpContextLike): Promise<T>;
 }
 
+/** Longest step the format allows, bytes (FORMAT.md). */
+const MAX_STEP_BYTES = 256;
+
 /**
- * An `expectedStep` for flows whose step names are the keys of the input
- * requests they asked for (`amount` then `confirm` in the increase-counter example): the one key of
- * `inputResponses`, or none when there is not exactly one.
+ * The step of a round that asks for `keys` (docs/MCP.md, "The step of a
+ * round"; the same in the Python package): the keys, deduplicated, sorted by
+ * their UTF-8 bytes, as a compact JSON array (`["a","b"]`); if that text is
+ * over 256 UTF-8 bytes, `"sha256:"` + the unpadded base64url of its SHA-256.
+ * A key with a lone surrogate is `invalid_argument`.
+ */
+export function stepOfInputRequests(keys: Iterable<string>): string {
+  return roundStep(sortedKeys(keys)).step;
+}
+
+function sortedKeys(keys: Iterable<string>): string[] {
+  const seen = new Map<string, Uint8Array>();
+  for (const k of keys) {
+    if (typeof k !== 'string' || !isWellFormed(k)) throw new ReqstateError('invalid_argument', 'an input request key must be a string of UTF-8 text (no lone surrogate)');
+    if (!seen.has(k)) seen.set(k, utf8(k));
+  }
+  return [...seen].sort((a, b) => compareBytes(a[1], b[1])).map(([k]) => k);
+}
+
+function roundStep(sorted: string[]): { step: string; hashed: boolean } {
+  const text = `[${sorted.map((k) => JSON.stringify(k)).join(',')}]`;
+  const bytes = utf8(text);
+  if (bytes.length <= MAX_STEP_BYTES) return { step: text, hashed: false };
+  return { step: `sha256:${base64urlEncode(sha256(bytes))}`, hashed: true };
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
+/**
+ * An `expectedStep` for `mint(payload)` flows whose step names are the keys of the input
+ * requests they asked for: the one key of `inputResponses`, or none when
+ * there is not exactly one. Prefer {@link McpRequestStateCodec.inputRequired},
+ * which binds the asked keys in every round and asks again when some are unanswered.
  */
 export function stepFromInputResponses(ctx: McpContextLike): string | undefined {
   const keys = Object.keys(ctx.mcpReq?.inputResponses ?? {});
@@ -63,8 +190,7 @@ export function stepFromInputResponses(ctx: McpContextLike): string | undefined 
 /**
  * The tool and arguments of a JSON-RPC request body (`tools/call`,
  * `prompts/get`: `params.name` and `params.arguments`; `resources/read`:
- * `params.uri`). For a server that builds one instance per request (a Worker
- * under `createMcpHandler`): parse the body once, pass the result as `call`.
+ * `params.uri`). `bind` reads them itself; this is for servers that pass `call`.
  */
 export function mcpCallOf(message: unknown): McpCall | undefined {
   const m = message as { method?: unknown; params?: { name?: unknown; uri?: unknown; arguments?: unknown } } | null;
@@ -78,57 +204,375 @@ export function mcpCallOf(message: unknown): McpCall | undefined {
 
 const defaultPrincipal = (ctx: McpContextLike | undefined) => ctx?.http?.authInfo?.clientId ?? 'anonymous';
 
+/** A call the codec recorded from the wire. */
+interface SeenCall extends McpCall {
+  method: string;
+}
+
+/** What the verify of a round left for `unanswered(ctx)`. */
+interface RoundSeen {
+  responses: unknown;
+  asked: string[];
+}
+
+const SUPPORTED_SDK = '@modelcontextprotocol/server 2.x (tested with 2.4.0)';
+const BOUND = Symbol.for('@reqstate/codec.bound');
+const INSTRUMENTED = Symbol.for('@reqstate/codec.transport');
+
+type AnyFn = (this: unknown, ...args: unknown[]) => unknown;
+interface LowLevelServer {
+  connect: AnyFn;
+  buildContext: AnyFn;
+  transport?: unknown;
+  _requestStateVerify?: unknown;
+  _verifyRequestState?: unknown;
+  [BOUND]?: unknown;
+}
+
+/** The low-level `Server` of an `McpServer` (its `.server`) or of a `Server`; a clear error for anything else. */
+function lowLevelOf(server: unknown): LowLevelServer {
+  const s = server as { server?: unknown } | null;
+  if (s === null || typeof s !== 'object') throw new TypeError(`bind: not an MCP server (expected an McpServer or a Server of ${SUPPORTED_SDK})`);
+  const candidate = (isLowLevel(s) ? s : s.server) as unknown;
+  if (!isLowLevel(candidate)) {
+    throw new TypeError(
+      `bind: this server is not one @reqstate/codec can bind (expected an McpServer or a Server of ${SUPPORTED_SDK}: ` +
+        'connect, buildContext, the requestState verify hook)',
+    );
+  }
+  return candidate;
+}
+
+function isLowLevel(v: unknown): v is LowLevelServer {
+  if (v === null || typeof v !== 'object') return false;
+  const s = v as Record<string, unknown>;
+  return typeof s.connect === 'function' && typeof s.buildContext === 'function' && typeof s._verifyRequestState === 'function' && '_requestStateVerify' in s;
+}
+
+/** The call a JSON-RPC request is about, for the three methods that take a requestState. */
+function seenCallOf(message: unknown): { id: unknown; call: SeenCall } | undefined {
+  const m = message as { id?: unknown; method?: unknown } | null;
+  if (!m || typeof m !== 'object' || m.id === undefined || m.id === null || typeof m.method !== 'string') return undefined;
+  const call = mcpCallOf(m);
+  return call ? { id: m.id, call: { ...call, method: m.method } } : undefined;
+}
+
+/**
+ * Lets the codec see every request a transport delivers to `pending`'s
+ * server: the SDK assigns `transport.onmessage` when it connects; the
+ * function it assigns is wrapped so that the request's call is in `pending`
+ * (by JSON-RPC id) while the SDK dispatches it, which synchronously builds
+ * the handler's context (where the call is tied to the request's signal).
+ */
+function instrument(transport: unknown, pending: Map<unknown, SeenCall>): () => boolean {
+  if (transport === null || typeof transport !== 'object') throw new TypeError('bind: the transport is not an object');
+  const t = transport as Record<PropertyKey, unknown>;
+  const previous = t[INSTRUMENTED] as { raw: () => unknown } | undefined;
+  if (previous) {
+    // Connected again (to this or another bound server): start from the plain handler.
+    const raw = previous.raw();
+    delete t.onmessage;
+    t.onmessage = raw;
+  }
+  let dispatch = t.onmessage as AnyFn | undefined;
+  let assigned = false;
+  const recorder = function (this: unknown, message: unknown, extra: unknown) {
+    const seen = seenCallOf(message);
+    if (seen === undefined) return dispatch?.call(this, message, extra);
+    pending.set(seen.id, seen.call);
+    try {
+      return dispatch?.call(this, message, extra);
+    } finally {
+      if (pending.get(seen.id) === seen.call) pending.delete(seen.id);
+    }
+  };
+  Object.defineProperty(t, 'onmessage', {
+    configurable: true,
+    enumerable: true,
+    get: () => (dispatch === undefined ? undefined : recorder),
+    set: (f: AnyFn | undefined) => {
+      dispatch = f;
+      assigned = true;
+    },
+  });
+  Object.defineProperty(t, INSTRUMENTED, { configurable: true, enumerable: false, value: { raw: () => dispatch } });
+  return () => assigned;
+}
+
 /**
  * `createRequestStateCodec` of `@modelcontextprotocol/server`, on reqstate
- * tokens. Every failure throws (a {@link ReqstateError}), which the SDK
- * answers with `-32602 Invalid or expired requestState`.
+ * tokens: create it once per process (per isolate on Workers) and
+ * `bind(server)` each server to it. Every refusal of `verify` throws a
+ * {@link ReqstateError} whose message starts with its reason (after calling
+ * `onRefusal`); the SDK answers the client `-32602 Invalid or expired
+ * requestState` and hands the message to `server.onerror`.
  */
 export function createRequestStateCodec<T = unknown>(options: McpRequestStateCodecOptions<T>): McpRequestStateCodec<T> {
-  const codec = options.codec ?? new Codec({ ...options, keyring: options.keyring ?? fail() });
+  const codec = options.codec ?? new Codec({ ...options, keyring: options.keyring ?? fail(), policy: policyWithLeeway(options) });
+  if (options.codec && options.clockLeewaySeconds !== undefined && options.clockLeewaySeconds !== options.codec.policy.clockLeeway) {
+    throw new ReqstateError('invalid_argument', `clockLeewaySeconds ${options.clockLeewaySeconds} differs from the given codec's policy (clock leeway ${options.codec.policy.clockLeeway} s)`);
+  }
   const ttl = options.ttlSeconds ?? 600;
+  if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < 1) throw new ReqstateError('invalid_argument', 'ttlSeconds must be a whole number of seconds, at least 1');
+  if (ttl > codec.policy.maxLifetime) {
+    throw new ReqstateError('lifetime_too_long', `ttlSeconds ${ttl} is over the policy's max lifetime of ${codec.policy.maxLifetime} s (raise policy.maxLifetime, up to 2592000, or lower ttlSeconds)`);
+  }
+  const incomplete = options.incomplete ?? 'ask-again';
+  if (incomplete !== 'ask-again' && incomplete !== 'refuse') throw new ReqstateError('invalid_argument', "incomplete must be 'ask-again' or 'refuse'");
   const principalOf = options.principal ?? defaultPrincipal;
   const audience = options.audience ?? '';
-  const callOf = typeof options.call === 'function' ? options.call : () => options.call as McpCall;
-  const binding = (ctx: McpContextLike | undefined) => {
-    const call = callOf(ctx);
-    if (!call || typeof call.tool !== 'string') throw new ReqstateError('invalid_argument', 'the codec was not told which tool is being called');
+  const leeway = codec.policy.clockLeeway;
+
+  // The call of each request a bound server is serving, by the request's signal.
+  const calls = new WeakMap<object, SeenCall>();
+  // The asked keys of the round each request's verify accepted.
+  const rounds = new WeakMap<object, RoundSeen>();
+
+  const signalOf = (ctx: McpContextLike | undefined): object | undefined => {
+    const s = ctx?.mcpReq?.signal;
+    return s !== null && typeof s === 'object' ? s : undefined;
+  };
+
+  const callFor = (ctx: McpContextLike | undefined, what: string): SeenCall => {
+    if (ctx === null || typeof ctx !== 'object') {
+      throw new ReqstateError('invalid_argument', `${what} needs the handler's ctx (the token is bound to the call it serves): pass it as the SDK gives it`);
+    }
+    const signal = signalOf(ctx);
+    const seen = signal && calls.get(signal);
+    if (seen) return seen;
+    const given = typeof options.call === 'function' ? options.call(ctx) : options.call;
+    if (given && typeof given.tool === 'string') return { ...given, method: ctx.mcpReq?.method ?? 'tools/call' };
+    throw new ReqstateError(
+      'invalid_argument',
+      `${what}: the codec did not see this request${ctx.mcpReq?.method ? ` (${ctx.mcpReq.method})` : ''}: bind(server) before connecting it, and pass the handler's ctx`,
+    );
+  };
+
+  const bindingOf = (call: SeenCall, ctx: McpContextLike) => {
     const context = callContext({
       principal: principalOf(ctx),
       audience,
-      method: ctx?.mcpReq?.method ?? 'tools/call',
+      method: call.method,
       argumentsJson: call.argumentsJson,
       arguments: call.argumentsJson === undefined ? (call.arguments ?? {}) : undefined,
     });
     return { tool: call.tool, context };
   };
-  return {
+
+  const refusal = (e: unknown, call: SeenCall | undefined, ctx: McpContextLike | undefined): unknown => {
+    if (!(e instanceof ReqstateError)) return e;
+    const method = call?.method ?? ctx?.mcpReq?.method ?? '';
+    const tool = call?.tool ?? '';
+    const err = new ReqstateError(e.reason, e.detail, { cause: e });
+    err.message = `${e.reason}: ${explain(e, method, tool, leeway)}`;
+    if (options.onRefusal) {
+      try {
+        options.onRefusal({ reason: err.reason, message: err.message, method, tool });
+      } catch {
+        // The hook's own failure does not change the answer.
+      }
+    }
+    return err;
+  };
+
+  const verify = async (state: string, ctx: McpContextLike): Promise<T> => {
+    let call: SeenCall | undefined;
+    const signal = signalOf(ctx);
+    if (signal) rounds.delete(signal);
+    try {
+      call = callFor(ctx, 'verify');
+      const { tool, context } = bindingOf(call, ctx);
+      const v = codec.verify<unknown>(state, { tool, context });
+      const round = roundOf(v.step, v.state);
+      if (round === undefined) {
+        // A token of mint(payload).
+        const expected = options.expectedStep?.(ctx);
+        if (expected !== undefined && v.step !== expected) throw new ReqstateError('wrong_step', 'the token is for another step');
+        if (options.step) return v.state as T;
+        if (isPlainObject(v.state)) return { step: v.step, ...v.state } as T;
+        if (Array.isArray(v.state) && v.state.length === 1) return v.state[0] as T;
+        throw new ReqstateError('state_decoding', 'the state is not one this codec minted');
+      }
+      const responses = ctx.mcpReq?.inputResponses;
+      const missing = missingKeys(round.asked, responses);
+      if (missing.length > 0 && incomplete === 'refuse') {
+        throw new ReqstateError('wrong_step', `the retry leaves ${missing.length} of the ${round.asked.length} asked input(s) unanswered`);
+      }
+      if (signal) rounds.set(signal, { responses, asked: round.asked });
+      return round.state as T;
+    } catch (e) {
+      throw refusal(e, call, ctx);
+    }
+  };
+
+  const api: McpRequestStateCodec<T> = {
+    bind<S extends object>(server: S): S {
+      const low = lowLevelOf(server);
+      if (low[BOUND] === api) return server;
+      if (low[BOUND] !== undefined) throw new Error('bind: this server is already bound to another @reqstate/codec codec');
+      const hook = low._requestStateVerify;
+      if (hook !== undefined && hook !== verify && hook !== api.verify) {
+        throw new Error('bind: this server already has a requestState.verify hook of its own; refusing to replace someone else\'s verifier');
+      }
+      if (low.transport !== undefined) throw new Error('bind: the server is already connected; bind it before connect()');
+      const pending = new Map<unknown, SeenCall>();
+      const buildContext = low.buildContext;
+      const connect = low.connect;
+      low._requestStateVerify = verify;
+      low.buildContext = function (this: unknown, ...args: unknown[]) {
+        const ctx = buildContext.apply(this, args) as McpContextLike;
+        const req = ctx?.mcpReq;
+        const seen = req === undefined ? undefined : pending.get(req.id);
+        const signal = signalOf(ctx);
+        if (seen && signal && seen.method === req?.method) calls.set(signal, seen);
+        return ctx;
+      };
+      low.connect = async function (this: unknown, ...args: unknown[]) {
+        const wasAssigned = instrument(args[0], pending);
+        const r = await connect.apply(this, args);
+        if (!wasAssigned()) {
+          throw new Error(`bind: the SDK did not attach to transport.onmessage when connecting; @reqstate/codec supports ${SUPPORTED_SDK}`);
+        }
+        return r;
+      };
+      Object.defineProperty(low, BOUND, { configurable: true, enumerable: false, value: api });
+      return server;
+    },
+
+    async inputRequired<R extends Record<string, unknown>>(ctx: McpContextLike, round: { inputRequests: R; state: T }): Promise<McpInputRequiredResult<R>> {
+      if (round === null || typeof round !== 'object') throw new ReqstateError('invalid_argument', 'inputRequired(ctx, { inputRequests, state })');
+      const inputRequests = round.inputRequests ?? ({} as R);
+      if (inputRequests === null || typeof inputRequests !== 'object') throw new ReqstateError('invalid_argument', 'inputRequests must be an object');
+      const call = callFor(ctx, 'inputRequired');
+      const { tool, context } = bindingOf(call, ctx);
+      const asked = sortedKeys(Object.keys(inputRequests));
+      const { step, hashed } = roundStep(asked);
+      checkState(round.state, 1);
+      // [the asked keys when the step is their hash (else null), the state]
+      const token = codec.mint({ tool, step, state: [hashed ? asked : null, round.state], ttl, context }).token;
+      return { resultType: 'input_required', inputRequests, requestState: token };
+    },
+
+    unanswered(ctx: McpContextLike): string[] {
+      const signal = signalOf(ctx);
+      if (signal === undefined) throw new ReqstateError('invalid_argument', "unanswered needs the handler's ctx");
+      const seen = rounds.get(signal);
+      if (seen === undefined || seen.responses !== ctx.mcpReq?.inputResponses) return [];
+      return missingKeys(seen.asked, ctx.mcpReq?.inputResponses);
+    },
+
     async mint(payload: T, ctx?: McpContextLike): Promise<string> {
-      const { tool, context } = binding(ctx);
+      const call = callFor(ctx, 'mint');
+      const { tool, context } = bindingOf(call, ctx!);
       let step: string;
       let state: unknown = payload;
-      if (options.step) step = options.step(payload);
-      else if (isPlainObject(payload) && typeof payload.step === 'string') {
+      if (options.step) {
+        step = options.step(payload);
+        checkState(state, 0);
+      } else if (isPlainObject(payload) && typeof payload.step === 'string') {
         // The step travels as the claim; the rest of the object is the state (a map).
         const { step: s, ...rest } = payload as unknown as { step: string };
         step = s;
         state = rest;
+        checkState(state, 0);
       } else {
         // No step field: the payload goes in a one-element array (never a map), so
         // verify can tell the two apart.
         step = 'state';
+        checkState(payload, 1);
         state = [payload];
       }
       return codec.mint({ tool, step, state, ttl, context }).token;
     },
-    async verify(state: string, ctx: McpContextLike): Promise<T> {
-      const { tool, context } = binding(ctx);
-      const v = codec.verify<unknown>(state, { tool, context, expectedStep: options.expectedStep?.(ctx) });
-      if (options.step) return v.state as T;
-      if (isPlainObject(v.state)) return { step: v.step, ...v.state } as T;
-      if (Array.isArray(v.state) && v.state.length === 1) return v.state[0] as T;
-      throw new ReqstateError('state_decoding', 'the state is not one this codec minted');
-    },
+
+    verify,
   };
+  return api;
+}
+
+/** A round minted by `inputRequired`: its step is the asked keys, its state `[keys or null, state]`. */
+function roundOf(step: string, state: unknown): { asked: string[]; state: unknown } | undefined {
+  if (!Array.isArray(state) || state.length !== 2) return undefined;
+  if (!step.startsWith('[') && !step.startsWith('sha256:')) return undefined;
+  let asked: unknown = state[0];
+  if (asked === null) {
+    try {
+      asked = JSON.parse(step);
+    } catch {
+      throw new ReqstateError('state_decoding', 'a round whose step is not its keys');
+    }
+  }
+  if (!Array.isArray(asked) || !asked.every((k) => typeof k === 'string') || roundStep(sortedKeys(asked)).step !== step) {
+    throw new ReqstateError('state_decoding', 'a round whose keys do not give its step');
+  }
+  return { asked: asked as string[], state: state[1] };
+}
+
+function missingKeys(asked: string[], responses: unknown): string[] {
+  const r = responses !== null && typeof responses === 'object' ? (responses as Record<string, unknown>) : {};
+  return asked.filter((k) => !Object.prototype.hasOwnProperty.call(r, k) || r[k] === undefined);
+}
+
+/** The operator's text for a refusal (after its reason's name). */
+function explain(e: ReqstateError, method: string, tool: string, leeway: number): string {
+  const what = tool ? `${method} "${tool}"` : method || 'this request';
+  switch (e.reason) {
+    case 'authentication_failed':
+      return `the token does not verify for ${what} as called (its tool, arguments, method, principal or audience differ from the minting call, or it was altered)`;
+    case 'expired':
+      return `the token for ${what} has expired (a token is accepted for its ttl + the clock leeway of ${leeway} s)`;
+    case 'not_yet_valid':
+      return `the token for ${what} was issued more than the clock leeway of ${leeway} s in the future (a minting clock ahead of this one)`;
+    case 'wrong_step':
+      return `${e.detail ?? 'the token is for another step'} (${what})`;
+    case 'unknown_key':
+      return `the token's key is not in this keyring (${e.detail ?? 'unknown'}): minted under another keyring, or a key removed too early`;
+    default:
+      return e.detail ?? e.message;
+  }
+}
+
+/**
+ * What the SDK's codec accepts and the format does not, refused at mint with
+ * the path: a `Date` (the SDK's JSON turns it into its ISO text), nesting
+ * beyond the format's limit (`wrapped` levels are the codec's own).
+ */
+function checkState(value: unknown, wrapped: number): void {
+  const limit = MAX_STATE_DEPTH - wrapped;
+  const seen = new Set<unknown>();
+  const go = (v: unknown, path: string, depth: number): void => {
+    if (v === null || typeof v !== 'object' || v instanceof Uint8Array) return;
+    if (v instanceof Date) {
+      throw new ReqstateError(
+        'state_encoding',
+        `a Date at ${path}: the state is CBOR, not JSON; store date.toISOString() or date.getTime() (the SDK's codec turns a Date into its ISO text and gives back a string)`,
+      );
+    }
+    if (depth >= limit) {
+      throw new ReqstateError('state_encoding', `the state nests deeper than ${limit} levels at ${path} (the format allows ${MAX_STATE_DEPTH}${wrapped ? `, this codec's envelope takes ${wrapped}` : ''})`);
+    }
+    if (seen.has(v)) throw new ReqstateError('state_encoding', `a cycle at ${path}`);
+    seen.add(v);
+    if (Array.isArray(v)) v.forEach((x, i) => go(x, `${path}[${i}]`, depth + 1));
+    else if (v instanceof Map) for (const [k, x] of v) go(x, `${path}.${String(k)}`, depth + 1);
+    else if (isPlainObject(v)) for (const [k, x] of Object.entries(v)) go(x, `${path}.${k}`, depth + 1);
+    seen.delete(v);
+  };
+  go(value, '$', 0);
+}
+
+function policyWithLeeway(options: { policy?: Policy | PolicyOptions; clockLeewaySeconds?: number }): Policy | PolicyOptions | undefined {
+  const leeway = options.clockLeewaySeconds;
+  if (leeway === undefined) return options.policy;
+  const p = options.policy;
+  if (p instanceof Policy) {
+    if (p.clockLeeway !== leeway) throw new ReqstateError('invalid_argument', `clockLeewaySeconds ${leeway} differs from the given policy's clock leeway ${p.clockLeeway}`);
+    return p;
+  }
+  if (p?.clockLeeway !== undefined && p.clockLeeway !== leeway) {
+    throw new ReqstateError('invalid_argument', `clockLeewaySeconds ${leeway} differs from policy.clockLeeway ${p.clockLeeway}`);
+  }
+  return { ...p, clockLeeway: leeway };
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
