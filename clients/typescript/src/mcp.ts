@@ -131,9 +131,12 @@ export interface McpRequestStateCodec<T> {
   /**
    * The keys the verified round of `ctx` asked for and the retry did not
    * answer (missing, or dropped by the SDK as malformed); empty when the
-   * answers are complete or the request carried no `inputRequired` round.
+   * answers are complete or the request carried no `inputRequired` round;
+   * `null` when the round is incomplete under a `sha256:` step (asked keys
+   * over 256 bytes as JSON), whose keys cannot be named: ask again for the
+   * keys your state says you asked. Ask again whenever it is not `[]`.
    */
-  unanswered(ctx: McpContextLike): string[];
+  unanswered(ctx: McpContextLike): string[] | null;
   /** Mints a requestState for `payload`, bound to the call of `ctx` (required: throws without it). */
   mint(payload: T, ctx?: McpContextLike): Promise<string>;
   /** The SDK's verify hook: the state, or a throw (a {@link ReqstateError} whose message starts with its reason). */
@@ -212,7 +215,7 @@ interface SeenCall extends McpCall {
 /** What the verify of a round left for `unanswered(ctx)`. */
 interface RoundSeen {
   responses: unknown;
-  asked: string[];
+  unanswered: string[] | null;
 }
 
 const SUPPORTED_SDK = '@modelcontextprotocol/server 2.x (tested with 2.4.0)';
@@ -383,7 +386,7 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
       call = callFor(ctx, 'verify');
       const { tool, context } = bindingOf(call, ctx);
       const v = codec.verify<unknown>(state, { tool, context });
-      const round = roundOf(v.step, v.state);
+      const round = askedOf(v.step);
       if (round === undefined) {
         // A token of mint(payload).
         const expected = options.expectedStep?.(ctx);
@@ -393,13 +396,12 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
         if (Array.isArray(v.state) && v.state.length === 1) return v.state[0] as T;
         throw new ReqstateError('state_decoding', 'the state is not one this codec minted');
       }
-      const responses = ctx.mcpReq?.inputResponses;
-      const missing = missingKeys(round.asked, responses);
-      if (missing.length > 0 && incomplete === 'refuse') {
-        throw new ReqstateError('wrong_step', `the retry leaves ${missing.length} of the ${round.asked.length} asked input(s) unanswered`);
+      const seen = roundOf(v.step, round.asked, ctx.mcpReq?.inputResponses);
+      if (seen.unanswered?.length !== 0 && incomplete === 'refuse') {
+        throw new ReqstateError('wrong_step', 'the token asked for other input than this request answers');
       }
-      if (signal) rounds.set(signal, { responses, asked: round.asked });
-      return round.state as T;
+      if (signal) rounds.set(signal, seen);
+      return v.state as T;
     } catch (e) {
       throw refusal(e, call, ctx);
     }
@@ -445,20 +447,19 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
       if (inputRequests === null || typeof inputRequests !== 'object') throw new ReqstateError('invalid_argument', 'inputRequests must be an object');
       const call = callFor(ctx, 'inputRequired');
       const { tool, context } = bindingOf(call, ctx);
-      const asked = sortedKeys(Object.keys(inputRequests));
-      const { step, hashed } = roundStep(asked);
-      checkState(round.state, 1);
-      // [the asked keys when the step is their hash (else null), the state]
-      const token = codec.mint({ tool, step, state: [hashed ? asked : null, round.state], ttl, context }).token;
+      const { step } = roundStep(sortedKeys(Object.keys(inputRequests)));
+      checkState(round.state, 0);
+      // The token carries the handler's state and nothing else (docs/MCP.md): the asked keys are its step.
+      const token = codec.mint({ tool, step, state: round.state, ttl, context }).token;
       return { resultType: 'input_required', inputRequests, requestState: token };
     },
 
-    unanswered(ctx: McpContextLike): string[] {
+    unanswered(ctx: McpContextLike): string[] | null {
       const signal = signalOf(ctx);
       if (signal === undefined) throw new ReqstateError('invalid_argument', "unanswered needs the handler's ctx");
       const seen = rounds.get(signal);
       if (seen === undefined || seen.responses !== ctx.mcpReq?.inputResponses) return [];
-      return missingKeys(seen.asked, ctx.mcpReq?.inputResponses);
+      return seen.unanswered === null ? null : [...seen.unanswered];
     },
 
     async mint(payload: T, ctx?: McpContextLike): Promise<string> {
@@ -490,26 +491,36 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
   return api;
 }
 
-/** A round minted by `inputRequired`: its step is the asked keys, its state `[keys or null, state]`. */
-function roundOf(step: string, state: unknown): { asked: string[]; state: unknown } | undefined {
-  if (!Array.isArray(state) || state.length !== 2) return undefined;
-  if (!step.startsWith('[') && !step.startsWith('sha256:')) return undefined;
-  let asked: unknown = state[0];
-  if (asked === null) {
-    try {
-      asked = JSON.parse(step);
-    } catch {
-      throw new ReqstateError('state_decoding', 'a round whose step is not its keys');
-    }
+/**
+ * The asked keys of a round minted by `inputRequired` (docs/MCP.md): its step
+ * is the compact JSON array of the keys, or `sha256:` of it (`null`: keys
+ * that cannot be read back). `undefined`: not a round (a `mint(payload)` token).
+ */
+function askedOf(step: string): { asked: string[] | null } | undefined {
+  if (step.startsWith('sha256:')) return { asked: null };
+  if (!step.startsWith('[')) return undefined;
+  let keys: unknown;
+  try {
+    keys = JSON.parse(step);
+  } catch {
+    return undefined;
   }
-  if (!Array.isArray(asked) || !asked.every((k) => typeof k === 'string') || roundStep(sortedKeys(asked)).step !== step) {
-    throw new ReqstateError('state_decoding', 'a round whose keys do not give its step');
-  }
-  return { asked: asked as string[], state: state[1] };
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'string' && isWellFormed(k))) return undefined;
+  return roundStep(sortedKeys(keys as string[])).step === step ? { asked: keys as string[] } : undefined;
 }
 
-function missingKeys(asked: string[], responses: unknown): string[] {
+/** What a retry answers of a round: `unanswered` null when the keys cannot be named (a `sha256:` step). */
+function roundOf(step: string, asked: string[] | null, responses: unknown): RoundSeen {
   const r = responses !== null && typeof responses === 'object' ? (responses as Record<string, unknown>) : {};
+  if (asked === null) {
+    const answered = Object.keys(r).filter((k) => r[k] !== undefined && isWellFormed(k));
+    const complete = roundStep(sortedKeys(answered)).step === step;
+    return { responses, unanswered: complete ? [] : null };
+  }
+  return { responses, unanswered: missingKeys(asked, r) };
+}
+
+function missingKeys(asked: string[], r: Record<string, unknown>): string[] {
   return asked.filter((k) => !Object.prototype.hasOwnProperty.call(r, k) || r[k] === undefined);
 }
 
@@ -524,7 +535,9 @@ function explain(e: ReqstateError, method: string, tool: string, leeway: number)
     case 'not_yet_valid':
       return `the token for ${what} was issued more than the clock leeway of ${leeway} s in the future (a minting clock ahead of this one)`;
     case 'wrong_step':
-      return `${e.detail ?? 'the token is for another step'} (${what})`;
+      return e.detail === 'the token asked for other input than this request answers'
+        ? `the token for ${what} asked for other input than this request answers`
+        : `the token for ${what} is for another step`;
     case 'unknown_key':
       return `the token's key is not in this keyring (${e.detail ?? 'unknown'}): minted under another keyring, or a key removed too early`;
     default:
