@@ -69,9 +69,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "installing Debian packages: ${missing[*]}"
   t0=$(now)
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-    -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
+  aptlog="$(mktemp)"
+  if ! { "${sudo[@]}" apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      -o DPkg::Lock::Timeout=600 "${missing[@]}"; } >"$aptlog" 2>&1; then
+    cat "$aptlog" >&2
+    echo "run.sh: apt-get failed (above)" >&2
+    exit 1
+  fi
+  rm -f "$aptlog"
   timings+=("apt-get install: $(since "$t0") s")
   echo "${timings[-1]}"
 fi
