@@ -105,12 +105,16 @@ export interface McpRequestStateCodecOptions<T> extends Omit<CodecOptions, 'keyr
   onRefusal?: (refusal: McpRefusal) => void;
 }
 
-/** The SDK's `InputRequiredResult` as {@link McpRequestStateCodec.inputRequired} builds it. */
-export interface McpInputRequiredResult<R> {
+/**
+ * The SDK's `InputRequiredResult` as {@link McpRequestStateCodec.inputRequired}
+ * builds it (a type, not an interface, so that it is assignable to the SDK's
+ * handler result types, which have an index signature).
+ */
+export type McpInputRequiredResult<R> = {
   resultType: 'input_required';
   inputRequests: R;
   requestState: string;
-}
+};
 
 /** The SDK's `RequestStateCodec<T>` shape, with the binding to a server and asking again. */
 export interface McpRequestStateCodec<T> {
