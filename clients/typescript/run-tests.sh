@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Tests of @reqstate/codec (clients/typescript) and of the examples that use
-# it. Needs only node (>= 20) and npm: build.sh installs the pinned packages
-# from package-lock.json (the Deno, Bun and workerd runtimes included: npm
-# packages `deno`, `bun`, `miniflare`) and compiles dist/. Then:
+# it. Needs only node (>= 20) and npm: build.sh installs the package's pinned
+# packages from package-lock.json and compiles dist/; this script installs the
+# test toolchain, a separate project (test/package.json, test/package-lock.json:
+# the MCP SDKs, the Deno, Bun and workerd runtimes as the npm packages `deno`,
+# `bun`, `miniflare`, esbuild, gRPC, fast-check) into test/node_modules. Then:
 #   test/vectors.test.js   tests/vectors/v1.json both directions + call_context.json (Node)
 #   test/runtimes.test.js  the same suite on Deno, Bun and workerd; no Node-only import in the library
 #   test/cross.test.js     Rust CLI x sidecar x this package, every pair, both algorithms
 #   test/property.test.js  fast-check: TypeScript mint -> Rust verify and back
 #   test/api.test.js       keyrings, policy, rotation, reasons, the MCP SDK drop-in, the CLI
+#   test/mcp.test.js       the MCP drop-in on the real SDK 2.4.0: bind on McpServer and Server, concurrent
+#                          calls, asking again, refusal reasons (onRefusal, onerror, never the wire), the step of a round
+#   test/pack.test.js      npm pack of a clean copy (git ls-files) installed into an empty project with only
+#                          the SDK runs the README's quick start; the same through a file: dependency
 #   test/schedule.test.js  keys on a schedule: the compact form's ;mint_from/;retire_at, toCompact, the minting key and retirement at an injected clock, the policy check in Codec, the MCP drop-in and reqstate-ts
 #   test/singleuse.test.js single-use tokens: memory store, store failures, Rust CLI x this
 #                          package, the Redis store against a redis-server it starts (needs
@@ -57,16 +63,19 @@ run_node_tests() {
     rm -f "$out"
 }
 
-cd "$here"
-run_node_tests test/*.test.js
-
 # npm ci unless node_modules already matches the lockfile (as build.sh does).
 install() {
     local stamp=node_modules/.package-lock.json
     if [[ ! -f "$stamp" || package-lock.json -nt "$stamp" || package.json -nt "$stamp" ]]; then
+        echo "run-tests.sh: npm ci in $PWD" >&2
         npm ci --no-audit --no-fund --loglevel=error
     fi
 }
+
+cd "$here/test"
+install
+cd "$here"
+run_node_tests test/*.test.js
 
 cd "$repo/examples/cloudflare-worker"
 install

@@ -1,5 +1,5 @@
 // The vector suite (test/suite.js) on Deno, Bun and workerd, each from its
-// npm package (node_modules/.bin/deno, node_modules/.bin/bun, miniflare's
+// npm package (test/node_modules/.bin/deno, test/node_modules/.bin/bun, miniflare's
 // workerd). A runtime that is missing or does not start fails its test.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import * as esbuild from 'esbuild';
 import { Miniflare } from 'miniflare';
 
 const PKG = fileURLToPath(new URL('..', import.meta.url));
-const bin = (name) => path.join(PKG, 'node_modules/.bin', name);
+const bin = (name) => path.join(PKG, 'test/node_modules/.bin', name);
 const env = { ...process.env, DENO_DIR: path.join(PKG, '.cache/deno'), DENO_NO_UPDATE_CHECK: '1', BUN_INSTALL_CACHE_DIR: path.join(PKG, '.cache/bun'), NO_COLOR: '1' };
 
 function checkReport(report, runtime) {

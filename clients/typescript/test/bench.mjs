@@ -1,5 +1,5 @@
 // Figures for docs/BENCHMARKS.md, "TypeScript (@reqstate/codec)":
-//   node bench/bench.mjs            (after ./build.sh)
+//   node test/bench.mjs             (after ./build.sh and `npm ci` in test/, as run-tests.sh does)
 // - mint and verify per operation on Node, both algorithms, next to the MCP
 //   SDK v2's own createRequestStateCodec (HMAC, WebCrypto), same claims
 //   (benches/data/reference-claims.json), median of rounds;
