@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 import { Miniflare } from 'miniflare';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { Codec, Keyring, createRequestStateCodec } from '@reqstate/codec';
+import { Codec, Keyring, callContext, createRequestStateCodec } from '@reqstate/codec';
 
 const DIR = fileURLToPath(new URL('..', import.meta.url));
 const secret = (seed) => Buffer.alloc(32, seed).toString('base64');
@@ -82,6 +82,16 @@ function testCodec({ keys = KEYS.one, tool = 'increase-counter', args = ARGS, cl
   return createRequestStateCodec({ codec: new Codec({ keyring: Keyring.parse(keys), clock }), call: { tool, arguments: args }, audience: 'counter-worker' });
 }
 const CTX = { mcpReq: { method: 'tools/call' } };
+/** A round as the Worker mints it: asks `confirm`, its state the values so far. */
+const confirmRound = (codec) => codec.inputRequired(CTX, { inputRequests: { confirm: {} }, state: { stage: 'confirm', current: 10, amount: 5 } });
+/** The step and state a token carries, read with the test's own codec. */
+const opened = (token, keys = KEYS.one) => {
+  const v = new Codec({ keyring: Keyring.parse(keys) }).verify(token, {
+    tool: 'increase-counter',
+    context: callContext({ principal: 'anonymous', audience: 'counter-worker', method: 'tools/call', arguments: ARGS }),
+  });
+  return { step: v.step, state: v.state };
+};
 
 describe('the seed 001 Worker in workerd', () => {
   test('the SDK client drives amount -> confirm -> result: 10 + 5 = 15', async () => {
@@ -97,16 +107,18 @@ describe('the seed 001 Worker in workerd', () => {
     }
   });
 
-  test('manual rounds: the tokens are reqstate tokens, short, bound to the call', async () => {
+  test('manual rounds: the tokens are reqstate tokens, short, bound to the call and to the input asked', async () => {
     const { mcp } = await connect({ autoFulfill: false });
     try {
       const r1 = await round(mcp);
       assert.equal(r1.resultType, 'input_required');
       assert.equal(Buffer.from(r1.requestState, 'base64url')[0], 0x12); // state token, XChaCha20-Poly1305
-      assert.ok(r1.requestState.length < 110, r1.requestState);
-      assert.deepEqual(await testCodec().verify(r1.requestState, CTX), { step: 'amount', current: 10 });
+      assert.ok(r1.requestState.length < 140, r1.requestState);
+      assert.deepEqual(opened(r1.requestState), { step: '["amount"]', state: { stage: 'amount', current: 10 } });
+      assert.deepEqual(await testCodec().verify(r1.requestState, CTX), { stage: 'amount', current: 10 });
       const r2 = await round(mcp, { inputResponses: AMOUNT, requestState: r1.requestState });
       assert.ok(r2.inputRequests.confirm);
+      assert.deepEqual(opened(r2.requestState), { step: '["confirm"]', state: { stage: 'confirm', current: 10, amount: 5 } });
       const r3 = await round(mcp, { inputResponses: CONFIRM, requestState: r2.requestState });
       assert.deepEqual(r3.content, [{ type: 'text', text: 'The counter is now 15.' }]);
     } finally {
@@ -114,7 +126,28 @@ describe('the seed 001 Worker in workerd', () => {
     }
   });
 
-  test('tampered, expired, wrong-step, other-tool and changed-arguments requestState get -32602', async () => {
+  test('missing or other-round answers are asked again, not refused', async () => {
+    const { mcp } = await connect({ autoFulfill: false });
+    try {
+      const r1 = await round(mcp);
+      for (const inputResponses of [undefined, CONFIRM]) {
+        const again = await round(mcp, { inputResponses, requestState: r1.requestState });
+        assert.equal(again.resultType, 'input_required');
+        assert.deepEqual(Object.keys(again.inputRequests), ['amount']);
+        assert.deepEqual(opened(again.requestState).state, { stage: 'amount', current: 10 });
+      }
+      const r2 = await round(mcp, { inputResponses: AMOUNT, requestState: r1.requestState });
+      // The amount round's answer sent again to the confirm round: asked again (confirm).
+      const again = await round(mcp, { inputResponses: AMOUNT, requestState: r2.requestState });
+      assert.deepEqual(Object.keys(again.inputRequests), ['confirm']);
+      const r3 = await round(mcp, { inputResponses: CONFIRM, requestState: again.requestState });
+      assert.deepEqual(r3.content, [{ type: 'text', text: 'The counter is now 15.' }]);
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  test('tampered, expired, other-tool and changed-arguments requestState get -32602', async () => {
     const { mcp } = await connect({ autoFulfill: false });
     try {
       const r1 = await round(mcp);
@@ -122,21 +155,19 @@ describe('the seed 001 Worker in workerd', () => {
       const i = 40;
       const tampered = r2.requestState.slice(0, i) + (r2.requestState[i] === 'A' ? 'B' : 'A') + r2.requestState.slice(i + 1);
       const now = Math.floor(Date.now() / 1000);
-      const state = { step: 'confirm', current: 10, amount: 5 };
-      // Control: the test's own mint of that state at the real time is accepted, so each refusal below is for its one change.
-      const good = await testCodec({ clock: () => now }).mint(state, CTX);
+      // Control: the test's own mint of that round at the real time is accepted, so each refusal below is for its one change.
+      const good = (await confirmRound(testCodec({ clock: () => now }))).requestState;
       assert.deepEqual((await round(mcp, { inputResponses: CONFIRM, requestState: good })).content, [{ type: 'text', text: 'The counter is now 15.' }]);
       const cases = {
         tampered: [tampered, {}, 'authentication_failed'],
-        expired: [await testCodec({ clock: () => now - 7200 }).mint(state, CTX), {}, 'expired'],
-        'wrong step': [r1.requestState, {}, 'wrong_step'],
-        'other tool': [await testCodec({ tool: 'decrease-counter', clock: () => now }).mint(state, CTX), {}, 'authentication_failed'],
+        expired: [(await confirmRound(testCodec({ clock: () => now - 7200 }))).requestState, {}, 'expired'],
+        'other tool': [(await confirmRound(testCodec({ tool: 'decrease-counter', clock: () => now }))).requestState, {}, 'authentication_failed'],
         'changed arguments': [r2.requestState, { args: { current: 1000 } }, 'authentication_failed'],
       };
       for (const [name, [token, over, reason]] of Object.entries(cases)) {
         await assert.rejects(round(mcp, { inputResponses: CONFIRM, requestState: token, ...over }), invalidState, name);
         // ...and the reason, checked with the package directly:
-        const v = createRequestStateCodec({ keyring: KEYS.one, call: { tool: 'increase-counter', arguments: over.args ?? ARGS }, audience: 'counter-worker', expectedStep: () => 'confirm' });
+        const v = createRequestStateCodec({ keyring: KEYS.one, call: { tool: 'increase-counter', arguments: over.args ?? ARGS }, audience: 'counter-worker' });
         await assert.rejects(v.verify(token, CTX), (e) => e.reason === reason, name);
       }
       // The genuine token still completes the flow.
