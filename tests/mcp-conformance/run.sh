@@ -20,6 +20,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 REQSTATE_BIN=${REQSTATE_BIN:-$repo/target/debug/reqstate}
+# How long a server may take to print `listening` (the Python server's start.sh builds its wheel first).
+START_TIMEOUT=${REQSTATE_CONFORMANCE_START_TIMEOUT:-900}
 ALL_PARTS=(ts-node-hmac ts-node-xchacha ts-worker python)
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=("${ALL_PARTS[@]}")
@@ -90,10 +92,15 @@ start_server() {
   [ -z "$leeway" ] || envs+=("REQSTATE_CLOCK_LEEWAY_SECONDS=$leeway")
   env -u REQSTATE_CLOCK_LEEWAY_SECONDS "${envs[@]}" setsid "$@" >"$run/$name.out" 2>"$run/$name.log" &
   server_pid=$!
-  local i
-  for i in $(seq 1 600); do
+  local t0 deadline
+  t0=$(now)
+  deadline=$((SECONDS + START_TIMEOUT))
+  while [ $SECONDS -le $deadline ]; do
     server_url=$(sed -n 's/^listening //p' "$run/$name.out" | head -n 1)
-    [ -n "$server_url" ] && return 0
+    if [ -n "$server_url" ]; then
+      echo "$name: listening at $server_url (started in $(since "$t0"))"
+      return 0
+    fi
     if ! kill -0 "$server_pid" 2>/dev/null; then
       echo "run.sh: $name exited before listening; its output:" >&2
       cat "$run/$name.out" "$run/$name.log" >&2
@@ -101,7 +108,8 @@ start_server() {
     fi
     sleep 0.1
   done
-  echo "run.sh: $name did not print 'listening <url>' within 60 s" >&2
+  echo "run.sh: $name did not print 'listening <url>' within $START_TIMEOUT s (REQSTATE_CONFORMANCE_START_TIMEOUT); its log:" >&2
+  tail -n 20 "$run/$name.log" >&2
   stop_server
   return 1
 }
@@ -122,7 +130,6 @@ run_part() {
   t=$(now)
   echo "=== $label"
   start_server "$label" "$keys" 600 "" "$@"
-  echo "$label: listening at $server_url"
   bash "$here/run-suite.sh" "$server_url" "$label"
   echo "$label: adversarial checks (log: $run/$label.log)"
   node "$here/adversarial.mjs" "$server_url" "$run/$label.log"
