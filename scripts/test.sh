@@ -198,7 +198,7 @@ step "mutation check: every rule of the Python verifier broken one at a time mus
 # The clients run against the debug binary that `cargo test` built above.
 export REQSTATE_BIN="$PWD/target/debug/reqstate"
 
-step "stock gRPC clients over the Unix socket, no channel options: grpcio (C core) and @grpc/grpc-js"
+step "stock gRPC clients, no reqstate code: grpcio and @grpc/grpc-js on the Unix socket; Go, C++, Java, Ruby (Debian packages, installed when missing) on the Unix socket and TCP with a bearer token; the SIDECAR.md snippets checked"
 bash tests/stock_clients/run.sh
 
 step "Node client (@grpc/grpc-js) and the TypeScript MCP SDK against the real sidecar, and its packaging with @reqstate/codec"
