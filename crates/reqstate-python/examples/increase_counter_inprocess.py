@@ -1,10 +1,15 @@
-"""The three-round `increase-counter`, in-process, both ways.
+"""The three-round `increase-counter`, in-process, three ways.
 
 One `tools/call` in three rounds:
 
 1. `{"current": 10}` and no state: ask the amount (elicitation);
 2. the amount came back: ask for confirmation, carrying `{"current": 10, "amount": 5}`;
 3. confirmed: return the new value, "15".
+
+`build_bound_server`: the SDK's `MCPServer` with reqstate's compact
+boundary in place of the SDK's (`reqstate.mcp.bind`, one line): each round's
+token is bound to the tool, the arguments, the caller, this server and the
+keys the round asked, and carries only the handler's state.
 
 `build_sdk_server`: the SDK's `MCPServer` with its own `requestState`
 envelope, sealed by reqstate in-process (`InProcessCodec`: a one-line swap
@@ -17,6 +22,7 @@ to the tool, the caller, this server, the arguments, and the step it answers.
 Both read keys from one keyring file, reloaded when it changes, so a key
 rotation between rounds needs no restart. Run either over stdio:
 
+    python increase_counter_inprocess.py bound /path/to/keyring.toml
     python increase_counter_inprocess.py sdk /path/to/keyring.toml
     python increase_counter_inprocess.py compact /path/to/keyring.toml
 """
@@ -34,6 +40,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
+import reqstate.mcp
 from reqstate import Codec, Keyring
 from reqstate.mcp import CompactStates, InProcessCodec
 
@@ -75,6 +82,28 @@ def build_sdk_server(
     """`MCPServer` whose requestState the SDK seals with `InProcessCodec`."""
     sealer = codec if isinstance(codec, InProcessCodec) else InProcessCodec(codec)
     server = MCPServer(name, request_state_security=RequestStateSecurity(codec=sealer, ttl=ttl))
+    add_increase_counter(server, on_commit)
+    return server
+
+
+def build_bound_server(
+    keyring: Keyring | Codec,
+    *,
+    name: str = SERVER_NAME,
+    ttl: int = 600,
+    on_commit: Callable[[int, int], None] | None = None,
+    **options: Any,
+) -> MCPServer:
+    """`MCPServer` with reqstate's compact boundary in place of the SDK's:
+    the same handler, tokens of about 100 characters instead of 300."""
+    server = reqstate.mcp.bind(MCPServer(name), keyring, ttl=ttl, **options)
+    add_increase_counter(server, on_commit)
+    return server
+
+
+def add_increase_counter(server: MCPServer, on_commit: Callable[[int, int], None] | None = None) -> None:
+    """The three-round tool; its state is plaintext JSON in `ctx.request_state`
+    (the boundary, the SDK's or reqstate's, opens and checks it)."""
 
     @server.tool(name=TOOL, description="Increase a counter by an amount the user chooses")
     async def increase_counter(current: int, ctx: Context) -> str | InputRequiredResult:
@@ -94,6 +123,11 @@ def build_sdk_server(
                 request_state=json.dumps(confirm),
             )
         if state["step"] == "confirm":
+            if "confirm" not in answers:  # not answered (yet): ask again (SEP-2322)
+                return InputRequiredResult(
+                    input_requests={"confirm": _elicit(f"Increase {state['current']} by {state['amount']}?", CONFIRM_SCHEMA)},
+                    request_state=json.dumps(state),
+                )
             answer = _accepted(answers, "confirm")
             if answer is None or answer.get("confirm") is not True:
                 return f"cancelled; the counter stays at {state['current']}"
@@ -101,8 +135,6 @@ def build_sdk_server(
                 on_commit(state["current"], state["amount"])
             return str(state["current"] + state["amount"])
         raise ValueError(f"unknown step {state['step']!r}")
-
-    return server
 
 
 # ------------------------------------------------ 2. reqstate's compact tokens, step-bound
@@ -177,6 +209,8 @@ def main() -> None:
     codec = Codec(Keyring.from_file(path, auto_reload=True))
     if way == "sdk":
         build_sdk_server(codec).run("stdio")
+    elif way == "bound":
+        build_bound_server(codec.keyring).run("stdio")
     elif way == "compact":
         import anyio
         from mcp.server.stdio import stdio_server
@@ -189,7 +223,7 @@ def main() -> None:
 
         anyio.run(serve)
     else:
-        raise SystemExit("usage: increase_counter_inprocess.py (sdk | compact) KEYRING")
+        raise SystemExit("usage: increase_counter_inprocess.py (bound | sdk | compact) KEYRING")
 
 
 if __name__ == "__main__":

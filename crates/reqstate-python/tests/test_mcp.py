@@ -19,11 +19,12 @@ import anyio
 import pytest
 from conftest import AUTH_TOKEN, PACKAGE_ROOT, Sidecar, key_toml, write_private
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.server.request_state import InvalidRequestState
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.request_state import InvalidRequestState, RequestStateSecurity
 from mcp_types import INVALID_PARAMS, CallToolResult, ElicitRequestParams, ElicitResult, InputRequiredResult, TextContent
 
-from reqstate import Codec, Keyring
-from reqstate.mcp import DEFAULT_AAD, CompactStates, InProcessCodec
+from reqstate import Codec, InvalidArgument, Keyring, MintRefused
+from reqstate.mcp import DEFAULT_AAD, MAX_TOKEN_LEN, CompactStates, InProcessCodec
 
 TOOL = "increase-counter"
 ARGS = {"current": 10}
@@ -324,7 +325,7 @@ def test_compact_rotation_between_rounds_by_auto_reload(tmp_dir: Path) -> None:
     assert flow(server, Answers(between_rounds=only_key_3)) == "15"
 
 
-@pytest.mark.parametrize("way", ["sdk", "compact"])
+@pytest.mark.parametrize("way", ["bound", "sdk", "compact"])
 def test_example_server_over_stdio(tmp_dir: Path, way: str) -> None:
     """The example as its own process, spoken to over stdio by the SDK's client."""
     path = keyring_file(tmp_dir, (1, "primary"))
@@ -342,3 +343,70 @@ def test_example_server_over_stdio(tmp_dir: Path, way: str) -> None:
 
     assert run(go) == "17"
     assert answers.asked == ["Increase 10 by how much?", "Increase 10 by 7?"]
+
+
+# ------------------------------------------------------- 3. InProcessCodec: size and readable keys
+
+
+def test_sdk_codec_seals_what_the_sdks_own_codec_seals(tmp_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A 100 000-character handler state through MCPServer and InProcessCodec
+    (its default codec limit of 8192 used to make that -32603); past the
+    core's 1 MiB token limit the seal fails with the sizes in the log."""
+    assert Codec(Keyring.ephemeral(), max_token_len=MAX_TOKEN_LEN).max_token_len == MAX_TOKEN_LEN
+    with pytest.raises(ValueError, match="1048576"):
+        Codec(Keyring.ephemeral(), max_token_len=MAX_TOKEN_LEN + 1)
+
+    codec = InProcessCodec(Codec(Keyring.from_file(keyring_file(tmp_dir, (1, "primary")))))
+    assert codec.codec.max_token_len == MAX_TOKEN_LEN
+    sizes = {"big": 100_000, "huge": 800_000}
+    server = MCPServer("big-server", request_state_security=RequestStateSecurity(codec=codec))
+
+    @server.tool(name=TOOL)
+    async def carry(current: int, ctx: Context) -> str | InputRequiredResult:
+        if ctx.request_state is None:
+            state = "x" * sizes["huge" if current < 0 else "big"]
+            return InputRequiredResult(input_requests={}, request_state=state)
+        return f"carried {len(ctx.request_state)}"
+
+    async def go() -> None:
+        async with Client(server) as client:
+            state = await first_round(client)
+            assert len(state) > 100_000
+            assert _text(await answer_amount(client, state)) == "carried 100000"
+            with pytest.raises(MCPError) as error:
+                await first_round(client, {"current": -1})
+            assert error.value.error.code == -32603
+
+    run(go)
+    logged = [r for r in caplog.records if r.exc_info is not None and isinstance(r.exc_info[1], MintRefused)]
+    assert len(logged) == 1
+    message = str(logged[0].exc_info[1]) if logged[0].exc_info else ""
+    assert "too_large: the SDK's requestState envelope is" in message
+    assert "the limit is 1048576" in message and "InProcessCodec(max_token_len=...)" in message
+    smaller = InProcessCodec(Keyring.from_file(keyring_file(tmp_dir, (1, "primary"))), max_token_len=4096)
+    with pytest.raises(MintRefused, match="the limit is 4096"):
+        smaller.seal(b"y" * 4000)
+
+
+def test_sdk_codec_refuses_an_integrity_only_primary(tmp_dir: Path) -> None:
+    """The SDK's codec encrypts: an hmac-sha256 primary would leave the whole
+    envelope readable by the client. Refused at construction and, after a
+    reload made one primary, at seal; `allow_readable=True` accepts it."""
+    hmac_only = write_private(tmp_dir / "hmac.toml", "version = 1\n" + key_toml(1, "hmac-sha256", "primary"))
+    with pytest.raises(InvalidArgument, match="primary key 1 is hmac-sha256.*allow_readable=True"):
+        InProcessCodec(Keyring.from_file(hmac_only))
+    readable = InProcessCodec(Keyring.from_file(hmac_only), allow_readable=True)
+    token = readable.seal(b'{"s":"visible"}')
+    assert readable.unseal(token) == b'{"s":"visible"}'
+    assert b"visible" in base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))  # readable indeed
+
+    path = keyring_file(tmp_dir, (1, "primary"))
+    keyring = Keyring.from_file(path)
+    codec = InProcessCodec(keyring)
+    sealed = codec.seal(b"secret")
+    assert b"secret" not in base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+    write_private(path, "version = 1\n" + key_toml(1, XCHACHA, "active") + key_toml(2, "hmac-sha256", "primary"))
+    assert keyring.reload() is True
+    with pytest.raises(InvalidArgument, match="primary key 2 is hmac-sha256"):
+        codec.seal(b"secret")
+    assert codec.unseal(sealed) == b"secret"  # opening old states still works
