@@ -277,32 +277,38 @@ function instrument(transport: unknown, pending: Map<unknown, SeenCall>): () => 
   const previous = t[INSTRUMENTED] as { raw: () => unknown } | undefined;
   if (previous) {
     // Connected again (to this or another bound server): start from the plain handler.
-    const raw = previous.raw();
+    const plain = previous.raw();
     delete t.onmessage;
-    t.onmessage = raw;
+    t.onmessage = plain;
   }
-  let dispatch = t.onmessage as AnyFn | undefined;
+  // What the transport had before (a caller's own hook) stays as it is; what
+  // is assigned from now on (the SDK's dispatcher) is wrapped.
+  let raw = t.onmessage;
+  let current = raw;
   let assigned = false;
-  const recorder = function (this: unknown, message: unknown, extra: unknown) {
-    const seen = seenCallOf(message);
-    if (seen === undefined) return dispatch?.call(this, message, extra);
-    pending.set(seen.id, seen.call);
-    try {
-      return dispatch?.call(this, message, extra);
-    } finally {
-      if (pending.get(seen.id) === seen.call) pending.delete(seen.id);
-    }
-  };
+  const recorderOf = (dispatch: AnyFn) =>
+    function (this: unknown, message: unknown, extra: unknown) {
+      const seen = seenCallOf(message);
+      // Nested (a dispatcher calling the hook it replaced): the outer call records.
+      if (seen === undefined || pending.has(seen.id)) return dispatch.call(this, message, extra);
+      pending.set(seen.id, seen.call);
+      try {
+        return dispatch.call(this, message, extra);
+      } finally {
+        pending.delete(seen.id);
+      }
+    };
   Object.defineProperty(t, 'onmessage', {
     configurable: true,
     enumerable: true,
-    get: () => (dispatch === undefined ? undefined : recorder),
-    set: (f: AnyFn | undefined) => {
-      dispatch = f;
+    get: () => current,
+    set: (f: unknown) => {
+      raw = f;
+      current = typeof f === 'function' ? recorderOf(f as AnyFn) : f;
       assigned = true;
     },
   });
-  Object.defineProperty(t, INSTRUMENTED, { configurable: true, enumerable: false, value: { raw: () => dispatch } });
+  Object.defineProperty(t, INSTRUMENTED, { configurable: true, enumerable: false, value: { raw: () => raw } });
   return () => assigned;
 }
 

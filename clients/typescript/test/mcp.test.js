@@ -229,6 +229,9 @@ describe('one server, one long-lived connection (2025 era, the SDK legacy shim)'
     server.server.onerror = (e) => env.errors.push(e.message);
     env.rs.bind(server);
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    // A hook of the caller's own on the transport before connect: the SDK chains it, and it still sees every message.
+    const hooked = [];
+    serverSide.onmessage = (m) => hooked.push(m.method ?? 'response');
     await server.connect(serverSide);
     const mcp = new Client({ name: 't', version: '0' }, { capabilities: { elicitation: { form: {} } } });
     mcp.setRequestHandler('elicitation/create', async () => yes);
@@ -237,6 +240,7 @@ describe('one server, one long-lived connection (2025 era, the SDK legacy shim)'
       const [l, r] = await Promise.all([mcp.callTool({ name: 'left', arguments: { n: 1 } }), mcp.callTool({ name: 'right', arguments: { n: 2 } })]);
       assert.deepEqual([l.content[0].text, r.content[0].text], ['left 1 true', 'right 2 true']);
       assert.equal(minted.length, 2);
+      assert.equal(hooked.filter((m) => m === 'tools/call').length, 2);
       for (const [name, n, token] of minted) {
         assert.deepEqual(plain.verify(token, bound(name, { n })).state, { n });
         assert.throws(() => plain.verify(token, bound(name === 'left' ? 'right' : 'left', { n })), reason('authentication_failed'));
