@@ -45,25 +45,23 @@ t=$(now)
 needs_ts=0
 for p in "${parts[@]}"; do case $p in ts-*) needs_ts=1 ;; esac; done
 if [ $needs_ts = 1 ]; then
-  codec=$repo/clients/typescript
-  # @reqstate/codec's dist/, built from its sources when missing or older than them.
-  if [ ! -f "$codec/dist/index.js" ] || [ -n "$(find "$codec/src" -newer "$codec/dist/index.js" -print -quit)" ]; then
-    echo "run.sh: building @reqstate/codec (clients/typescript: npm run build)"
-    [ -x "$codec/node_modules/.bin/tsc" ] || (cd "$codec" && echo "run.sh: npm ci in clients/typescript" && npm ci --no-audit --no-fund --loglevel=error)
-    (cd "$codec" && npm run build --silent)
-  fi
   ts=$here/servers/typescript
-  # The server's packages, pinned by its package-lock.json; @reqstate/codec by `file:` (installed as a
-  # packed copy: .npmrc install-links=true), re-installed when clients/typescript/dist changed.
+  # The server's packages, pinned by its package-lock.json. @reqstate/codec is a `file:` dependency
+  # installed as a packed copy (.npmrc install-links=true), so npm runs its `prepare` (the build from
+  # clients/typescript/src) as it would for any user's `file:` dependency: re-installed on every run,
+  # so the copy is always built from the current sources.
   if ! cmp -s "$ts/package-lock.json" "$ts/node_modules/.package-lock.json.installed" 2>/dev/null; then
-    echo "run.sh: npm ci in tests/mcp-conformance/servers/typescript (@modelcontextprotocol/server 2.4.0, @modelcontextprotocol/client 2.4.0, esbuild, miniflare, @reqstate/codec from file:)"
+    echo "run.sh: npm ci in tests/mcp-conformance/servers/typescript (@modelcontextprotocol/server 2.4.0, @modelcontextprotocol/client 2.4.0, esbuild, miniflare, typescript; @reqstate/codec from file:../../../../clients/typescript, built by its prepare)"
     (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error)
     cp "$ts/package-lock.json" "$ts/node_modules/.package-lock.json.installed"
-  elif ! diff -rq "$ts/node_modules/@reqstate/codec/dist" "$codec/dist" >/dev/null 2>&1; then
-    echo "run.sh: re-installing @reqstate/codec into servers/typescript (clients/typescript/dist changed)"
+  else
+    echo "run.sh: re-installing @reqstate/codec into servers/typescript from file:../../../../clients/typescript (packed, built by its prepare)"
     rm -rf "$ts/node_modules/@reqstate/codec"
     (cd "$ts" && npm install --no-audit --no-fund --loglevel=error)
-    cp "$ts/package-lock.json" "$ts/node_modules/.package-lock.json.installed"
+  fi
+  if [ -L "$ts/node_modules/@reqstate/codec" ] || [ ! -f "$ts/node_modules/@reqstate/codec/dist/index.js" ] || [ -e "$ts/node_modules/@reqstate/codec/src" ]; then
+    echo "run.sh: @reqstate/codec is not installed as a built package copy in servers/typescript/node_modules" >&2
+    exit 1
   fi
   (cd "$ts" && npx --no-install tsc -p . && node build.mjs)
 fi
