@@ -67,6 +67,15 @@ case $nodever in v22.*) ;; *) echo "run-suite.sh: expected Node 22, $node22 is $
 suitever=$("$node22" "$suite" --version)
 [ "$suitever" = "0.2.0-alpha.12" ] || { echo "run-suite.sh: expected conformance 0.2.0-alpha.12, got $suitever" >&2; exit 1; }
 
+# The list above must be the suite's own list of input-required-result-* server scenarios.
+listed=$("$node22" "$suite" list --server | sed -n 's/^  - \(input-required-result-[a-z0-9-]*\) .*/\1/p' | sort)
+expected=$(printf '%s\n' "${SCENARIOS[@]}" | sort)
+if [ "$listed" != "$expected" ]; then
+  echo "run-suite.sh: the suite's input-required-result-* server scenarios differ from this script's list:" >&2
+  diff <(echo "$expected") <(echo "$listed") >&2 || true
+  exit 1
+fi
+
 # --- run ---------------------------------------------------------------------------------------------
 results=$here/results/$label
 rm -rf "$results"
