@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from conftest import PACKAGE_ROOT, key_toml, write_private
+from conftest import PACKAGE_ROOT, REPO, key_toml, need, write_private
 from mcp import Client, MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -151,6 +151,21 @@ def test_step_rule_matches_an_independent_javascript_implementation() -> None:
     text = "[" + ",".join(json.dumps(k) for k in sorted(set(STEP_CASES[7]))) + "]"
     digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).decode().rstrip("=")
     assert expected[7] == "sha256:" + digest
+
+
+def test_step_rule_matches_the_typescript_drop_in() -> None:
+    """The same cases through @reqstate/codec's own `stepOfInputRequests`
+    (clients/typescript/dist, from clients/typescript/build.sh)."""
+    module = need(REPO / "clients" / "typescript" / "dist" / "mcp.js", "run clients/typescript/build.sh")
+    script = (
+        f"import({json.dumps(module.as_uri())}).then((m) => {{"
+        "const cases = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "process.stdout.write(JSON.stringify(cases.map((keys) => m.stepOfInputRequests(keys))));"
+        "})"
+    )
+    node = subprocess.run(["node", "-e", script], input=json.dumps(STEP_CASES), capture_output=True, text=True)
+    assert node.returncode == 0, node.stderr
+    assert json.loads(node.stdout) == [step_of(keys) for keys in STEP_CASES]
 
 
 def test_step_rule_refuses_keys_without_utf8() -> None:
