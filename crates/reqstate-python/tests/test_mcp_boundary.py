@@ -531,3 +531,38 @@ def test_a_hashed_step_is_complete_with_its_keys_and_unnamed_when_not(tmp_dir: P
 
     run(go)
     assert seen == [([], None), (None, (None, False)), ([], (None, True))]
+
+
+def test_resources_read_is_bound_to_its_uri(tmp_dir: Path) -> None:
+    keyring = keyring_of(tmp_dir)
+    server = reqstate.mcp.bind(MCPServer(NAME), keyring)
+
+    @server.resource("note://{name}")
+    async def note(name: str, ctx: Context) -> str | InputRequiredResult:
+        answer = (ctx.input_responses or {}).get("ok")
+        if ctx.request_state is None or answer is None:
+            return InputRequiredResult(
+                input_requests={"ok": example._elicit("ok?", example.CONFIRM_SCHEMA)}, request_state=name
+            )
+        return f"note {ctx.request_state}"
+
+    ok: dict[str, types.InputResponse] = {"ok": accept(confirm=True)}
+
+    async def go() -> None:
+        async with Client(server) as client:
+            first = await client.session.read_resource("note://a", allow_input_required=True)
+            assert isinstance(first, InputRequiredResult) and first.request_state is not None
+            state = first.request_state
+            binding = Binding("note://a", call_context("anonymous", NAME, "resources/read", {}))
+            assert Codec(keyring).verify(state, binding, expected_step='["ok"]').state == "a"
+            done = await client.session.read_resource(
+                "note://a", input_responses=ok, request_state=state, allow_input_required=True
+            )
+            assert isinstance(done, types.ReadResourceResult)
+            contents = done.contents[0]
+            assert isinstance(contents, types.TextResourceContents) and contents.text == "note a"
+            await refused(
+                client.session.read_resource("note://b", input_responses=ok, request_state=state, allow_input_required=True)
+            )
+
+    run(go)
