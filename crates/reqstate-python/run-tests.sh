@@ -21,7 +21,7 @@
 # (clients/typescript/dist/cli.js, from clients/typescript/build.sh) and
 # redis-server >= 7.0 ($REDIS_SERVER, default the one on PATH: they start
 # their own); they fail, never skip, when one is missing. tests/test_install.py
-# also runs `pip install "crates/reqstate-python[mcp]"` into a fresh virtualenv
+# also pip-installs this directory with its `mcp` extra into a fresh virtualenv
 # (PyPI, and a release build of the native module into $CARGO_TARGET_DIR,
 # default the repository's target/) and the README's quick start with it. The interpreter with the package is
 # .venv/bin/python: tests/conformance/ runs `python -m reqstate` with it
