@@ -49,8 +49,11 @@ async function client(principal) {
   return clients.get(principal);
 }
 
-async function call({ principal = 'alice', name = TOOL, n = 7, inputResponses, requestState } = {}) {
+async function call({ principal = 'alice', name = TOOL, n = 7, inputResponses, requestState, method = 'tools/call' } = {}) {
   const mcp = await client(principal);
+  if (method === 'prompts/get') {
+    return mcp.getPrompt({ name, arguments: {}, ...(inputResponses && { inputResponses }), ...(requestState !== undefined && { requestState }) }, { allowInputRequired: true });
+  }
   return mcp.callTool(
     { name, arguments: name === TOOL ? { n } : {}, ...(inputResponses && { inputResponses }), ...(requestState !== undefined && { requestState }) },
     { allowInputRequired: true },
@@ -86,7 +89,7 @@ async function refused(label, reasons, tool, request, secrets = []) {
   assert.equal(lines.length, 1, `${label}: expected one refusal line in ${logFile}, got ${JSON.stringify(lines)}`);
   const m = /^reqstate refused (\S+) (\S+): ([a-z_]+): (.+)$/.exec(lines[0]);
   assert.ok(m, `${label}: log line not in the contract's form: ${lines[0]}`);
-  assert.equal(m[1], 'tools/call', `${label}: method in ${lines[0]}`);
+  assert.equal(m[1], request.method ?? 'tools/call', `${label}: method in ${lines[0]}`);
   assert.equal(m[2], tool, `${label}: tool in ${lines[0]}`);
   assert.ok(reasons.includes(m[3]), `${label}: reason ${m[3]} not one of ${reasons.join('|')}: ${lines[0]}`);
   for (const s of secrets) assert.ok(!lines[0].includes(s), `${label}: the log line shows ${JSON.stringify(s)} in clear: ${lines[0]}`);
@@ -159,6 +162,13 @@ async function main() {
     const state = await round1();
     const bound = ['authentication_failed', 'wrong_tool'];
     await check(() => refused('sent to another tool', bound, OTHER_TOOL, { name: OTHER_TOOL, inputResponses: CONFIRM, requestState: state }));
+    // The method binding: a prompt's state (prompts/get) sent to a tool, a tool's state sent to prompts/get.
+    await check(async () => {
+      const p1 = await call({ method: 'prompts/get', name: 'test_input_required_result_prompt' });
+      assert.equal(p1.resultType, 'input_required', `prompt round 1: ${JSON.stringify(p1)}`);
+      await refused('the prompt\'s state sent to tools/call', bound, OTHER_TOOL, { name: OTHER_TOOL, inputResponses: CONFIRM, requestState: p1.requestState });
+    });
+    await check(() => refused('sent to prompts/get (method changed)', bound, TOOL, { method: 'prompts/get', name: TOOL, inputResponses: CONFIRM, requestState: state }));
     await check(() => refused('with n changed (7 -> 8)', ['authentication_failed'], TOOL, { n: 8, inputResponses: CONFIRM, requestState: state }, ['"n":8', 'n=8']));
     await check(() =>
       refused('by another principal (alice -> mallory)', ['authentication_failed'], TOOL, { principal: 'mallory', inputResponses: CONFIRM, requestState: state }, ['alice', 'mallory']),
