@@ -55,16 +55,6 @@ function answerText(responses: Record<string, unknown> | undefined, key: string)
   }
 }
 
-/**
- * `requestState.inputRequired(ctx, round)` as the SDK's `InputRequiredResult`. The spread is needed
- * because `@reqstate/codec` declares `McpInputRequiredResult` as an interface, which TypeScript does
- * not let stand for the SDK's index-signatured `InputRequiredResult` (returning it straight from a
- * `registerTool` callback is a type error); a `type` alias there would make it assignable.
- */
-async function ask(wiring: Wiring, ctx: ServerContext, round: { inputRequests: Asks; state: Carried }): Promise<InputRequiredResult> {
-  return { ...(await wiring.inputRequired(ctx, round)) };
-}
-
 /** The asked keys `responses` does not answer with a response of a known kind (missing, or not a response at all). */
 function unansweredIn(responses: Record<string, unknown> | undefined, keys: string[]): string[] {
   return keys.filter((k) => inputResponse(responses, k).kind === 'missing');
@@ -93,7 +83,7 @@ async function flow<R>(
   if (state === undefined || typeof state !== 'object' || state === null) {
     const first = rounds[0]({});
     if (!ephemeral || unansweredIn(responses, Object.keys(first)).length > 0) {
-      return ask(wiring, ctx, { inputRequests: first, state: { answers: {}, round: 0 } satisfies Carried });
+      return wiring.inputRequired(ctx, { inputRequests: first, state: { answers: {}, round: 0 } satisfies Carried });
     }
     state = { answers: {}, round: 0 };
   }
@@ -107,10 +97,10 @@ async function flow<R>(
   const answers = { ...state.answers };
   for (const key of asked) if (!missing.includes(key)) answers[key] = responses?.[key];
   if (missing.length > 0) {
-    return ask(wiring, ctx, { inputRequests: pick(asks, missing), state: { answers, round } satisfies Carried });
+    return wiring.inputRequired(ctx, { inputRequests: pick(asks, missing), state: { answers, round } satisfies Carried });
   }
   if (round + 1 < rounds.length) {
-    return ask(wiring, ctx, { inputRequests: rounds[round + 1](answers), state: { answers, round: round + 1 } satisfies Carried });
+    return wiring.inputRequired(ctx, { inputRequests: rounds[round + 1](answers), state: { answers, round: round + 1 } satisfies Carried });
   }
   return done(answers);
 }
