@@ -138,7 +138,7 @@ async function main() {
       const r = await call({ inputResponses: CONFIRM, requestState: state });
       assert.equal(r.resultType ?? 'complete', 'complete', JSON.stringify(r));
       assert.equal(textOf(r), 'n=7 confirmed');
-      console.log('  ok  control: round 1 then round 2 with the answer completes: n=7 confirmed');
+      console.log(`  ok  control: round 1 then round 2 with the answer completes: n=7 confirmed (round-1 requestState: ${state.length} characters)`);
     });
     // Concurrency: eight flows in flight at once, each its own principal and n; every round 2 is
     // bound to its own call (one codec serves them all), and every cross-sent state is refused.
