@@ -210,8 +210,11 @@ bash clients/typescript/run-tests.sh
 step "Python client (grpcio) and the official mcp SDK end to end against the real sidecar"
 bash clients/python/run-tests.sh
 
-step "Python in-process package (PyO3): vectors, cross-implementation, fork safety, GIL, the mcp SDK end to end"
+step "Python in-process package (PyO3): vectors, cross-implementation, fork safety, GIL, the mcp SDK's compact boundary in memory and over HTTP, pip install from the checkout and the README quick start"
 bash crates/reqstate-python/run-tests.sh
+
+step "the official MCP conformance suite (@modelcontextprotocol/conformance 0.2.0-alpha.12: the 14 SEP-2322 server scenarios, Node 22) and the adversarial checks: the TypeScript SDK server on Node (hmac-sha256, xchacha20-poly1305) and on workerd, the Python SDK server, and rounds moved between the TypeScript and the Python server"
+bash tests/mcp-conformance/run.sh
 
 step "deployment kit: Kubernetes manifests and the systemd unit, validated and run (deploy/run-tests.sh)"
 bash deploy/run-tests.sh

@@ -10,6 +10,10 @@
 //   node tests/mcp-conformance/adversarial.mjs --expiry <url> <server-log-file>
 //       against a server started with REQSTATE_TTL_SECONDS=2 REQSTATE_CLOCK_LEEWAY_SECONDS=0: a
 //       state answered at once completes; the same state 3 s later is refused as expired.
+//   node tests/mcp-conformance/adversarial.mjs --cross <url> <log> <other-url> <other-log>
+//       two servers in two languages on one keyring and one audience (the TypeScript and the Python
+//       drop-in): a round of `reqstate_cross` minted by either completes on the other with its
+//       state intact, and the same state with n changed or by another caller is refused there.
 //
 // Client: the official @modelcontextprotocol/client 2.4.0 (installed by servers/typescript's
 // package.json), protocol 2026-07-28, with `Authorization: Bearer <name>` as the test principal.
@@ -22,50 +26,53 @@ const { Client, StreamableHTTPClientTransport } = require('@modelcontextprotocol
 
 const args = process.argv.slice(2);
 const expiryMode = args[0] === '--expiry';
-if (expiryMode) args.shift();
-if (args.length !== 2) {
-  console.error('usage: node adversarial.mjs [--expiry] <url> <server-log-file>');
+const crossMode = args[0] === '--cross';
+if (expiryMode || crossMode) args.shift();
+if (args.length !== (crossMode ? 4 : 2)) {
+  console.error('usage: node adversarial.mjs [--expiry] <url> <server-log-file>\n       node adversarial.mjs --cross <url> <log> <other-url> <other-log>');
   process.exit(64);
 }
-const [url, logFile] = args;
+const [url, logFile, otherUrl, otherLogFile] = args;
 
 const TOOL = 'reqstate_adversarial';
+const CROSS_TOOL = 'reqstate_cross';
 const OTHER_TOOL = 'test_input_required_result_request_state';
 const CONFIRM = { confirm: { action: 'accept', content: { ok: true } } };
 
-async function connect(principal) {
+async function connect(principal, target) {
   const mcp = new Client(
     { name: 'reqstate-adversarial', version: '0.0.0' },
     { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } }, inputRequired: { autoFulfill: false } },
   );
   const headers = principal ? { authorization: `Bearer ${principal}` } : {};
-  await mcp.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  await mcp.connect(new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } }));
   return mcp;
 }
 
 const clients = new Map();
-async function client(principal) {
-  if (!clients.has(principal)) clients.set(principal, await connect(principal));
-  return clients.get(principal);
+async function client(principal, target) {
+  const key = `${target} ${principal}`;
+  if (!clients.has(key)) clients.set(key, await connect(principal, target));
+  return clients.get(key);
 }
 
-async function call({ principal = 'alice', name = TOOL, n = 7, inputResponses, requestState, method = 'tools/call' } = {}) {
-  const mcp = await client(principal);
+async function call({ principal = 'alice', name = TOOL, n = 7, inputResponses, requestState, method = 'tools/call', target = url } = {}) {
+  const mcp = await client(principal, target);
   if (method === 'prompts/get') {
     return mcp.getPrompt({ name, arguments: {}, ...(inputResponses && { inputResponses }), ...(requestState !== undefined && { requestState }) }, { allowInputRequired: true });
   }
   return mcp.callTool(
-    { name, arguments: name === TOOL ? { n } : {}, ...(inputResponses && { inputResponses }), ...(requestState !== undefined && { requestState }) },
+    { name, arguments: name === TOOL || name === CROSS_TOOL ? { n } : {}, ...(inputResponses && { inputResponses }), ...(requestState !== undefined && { requestState }) },
     { allowInputRequired: true },
   );
 }
 
 /** The log's lines written from `offset` on. */
-const logText = () => readFileSync(logFile, 'utf8');
-async function newRefusals(offset, tool) {
+const logText = (file = logFile) => readFileSync(file, 'utf8');
+async function newRefusals(offset, file = logFile) {
   // The line is written before the response leaves; allow the log a moment to be flushed.
   for (let i = 0; i < 20; i++) {
-    const lines = logText().slice(offset).split('\n').filter((l) => l.startsWith('reqstate refused '));
+    const lines = logText(file).slice(offset).split('\n').filter((l) => l.startsWith('reqstate refused '));
     if (lines.length > 0) return lines;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -74,7 +81,8 @@ async function newRefusals(offset, tool) {
 
 /** Asserts the call is refused with -32602 on the wire and one refusal line with a reason of `reasons` in the log. */
 async function refused(label, reasons, tool, request, secrets = []) {
-  const offset = logText().length;
+  const log = request.target === otherUrl && otherUrl !== undefined ? otherLogFile : logFile;
+  const offset = logText(log).length;
   let error;
   try {
     const r = await call(request);
@@ -85,8 +93,8 @@ async function refused(label, reasons, tool, request, secrets = []) {
   }
   assert.equal(error.code, -32602, `${label}: wire error ${error.code} ${error.message}`);
   assert.match(String(error.message), /Invalid or expired requestState/, `${label}: wire message`);
-  const lines = await newRefusals(offset, tool);
-  assert.equal(lines.length, 1, `${label}: expected one refusal line in ${logFile}, got ${JSON.stringify(lines)}`);
+  const lines = await newRefusals(offset, log);
+  assert.equal(lines.length, 1, `${label}: expected one refusal line in ${log}, got ${JSON.stringify(lines)}`);
   const m = /^reqstate refused (\S+) (\S+): ([a-z_]+): (.+)$/.exec(lines[0]);
   assert.ok(m, `${label}: log line not in the contract's form: ${lines[0]}`);
   assert.equal(m[1], request.method ?? 'tools/call', `${label}: method in ${lines[0]}`);
@@ -119,7 +127,20 @@ async function main() {
     await fn();
     checks++;
   };
-  if (expiryMode) {
+  if (crossMode) {
+    for (const [from, to] of [[url, otherUrl], [otherUrl, url]]) {
+      const r1 = await call({ target: from, name: CROSS_TOOL, n: 3 });
+      assert.equal(r1.resultType, 'input_required', `round 1 at ${from}: ${JSON.stringify(r1)}`);
+      assert.deepEqual(Object.keys(r1.inputRequests ?? {}), ['confirm'], `round 1 at ${from} asks confirm`);
+      await check(async () => {
+        const r2 = await call({ target: to, name: CROSS_TOOL, n: 3, inputResponses: CONFIRM, requestState: r1.requestState });
+        assert.equal(textOf(r2), 'n=3 state={"n":3}', `round 2 at ${to} of a round minted at ${from}: ${JSON.stringify(r2)}`);
+        console.log(`  ok  minted by ${from}, completed by ${to}: n=3 state={"n":3}`);
+      });
+      await check(() => refused(`minted by ${from}, at ${to} with n changed (3 -> 4)`, ['authentication_failed'], CROSS_TOOL, { target: to, name: CROSS_TOOL, n: 4, inputResponses: CONFIRM, requestState: r1.requestState }));
+      await check(() => refused(`minted by ${from}, at ${to} by another principal`, ['authentication_failed'], CROSS_TOOL, { target: to, principal: 'mallory', name: CROSS_TOOL, n: 3, inputResponses: CONFIRM, requestState: r1.requestState }, ['alice', 'mallory']));
+    }
+  } else if (expiryMode) {
     await check(async () => {
       const fresh = await round1();
       const r = await call({ inputResponses: CONFIRM, requestState: fresh });
@@ -213,7 +234,7 @@ async function main() {
     });
   }
   for (const mcp of clients.values()) await mcp.close().catch(() => {});
-  console.log(`adversarial.mjs: ${checks} checks passed against ${url}${expiryMode ? ' (expiry)' : ''}`);
+  console.log(`adversarial.mjs: ${checks} checks passed against ${url}${expiryMode ? ' (expiry)' : ''}${crossMode ? ` and ${otherUrl} (cross)` : ''}`);
 }
 
 main().catch(async (e) => {

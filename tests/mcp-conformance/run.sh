@@ -7,8 +7,10 @@
 #   ts-node-xchacha  the same, an xchacha20-poly1305 keyring
 #   ts-worker        the same tools as a Worker (esbuild bundle) in workerd through miniflare
 #   python           the Python server, started by servers/python/start.sh
+#   cross            the TypeScript (Node) and the Python server at once, on one keyring and one
+#                    audience: a round minted by either completes on the other (adversarial.mjs --cross)
 #
-#   bash tests/mcp-conformance/run.sh [part ...]      # default: all four, in that order
+#   bash tests/mcp-conformance/run.sh [part ...]      # default: all five, in that order
 #
 # Each part: start the server (env REQSTATE_KEYS, PORT), run-suite.sh, adversarial.mjs, stop it;
 # then a second instance with REQSTATE_TTL_SECONDS=2 REQSTATE_CLOCK_LEEWAY_SECONDS=0 for the
@@ -22,7 +24,7 @@ repo=$(cd "$here/../.." && pwd)
 REQSTATE_BIN=${REQSTATE_BIN:-$repo/target/debug/reqstate}
 # How long a server may take to print `listening` (the Python server's start.sh builds its wheel first).
 START_TIMEOUT=${REQSTATE_CONFORMANCE_START_TIMEOUT:-900}
-ALL_PARTS=(ts-node-hmac ts-node-xchacha ts-worker python)
+ALL_PARTS=(ts-node-hmac ts-node-xchacha ts-worker python cross)
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=("${ALL_PARTS[@]}")
 for p in "${parts[@]}"; do
@@ -43,7 +45,7 @@ echo "run.sh: keyrings, servers' output and logs in $run"
 # --- build -------------------------------------------------------------------------------------
 t=$(now)
 needs_ts=0
-for p in "${parts[@]}"; do case $p in ts-*) needs_ts=1 ;; esac; done
+for p in "${parts[@]}"; do case $p in ts-* | cross) needs_ts=1 ;; esac; done
 if [ $needs_ts = 1 ]; then
   ts=$here/servers/typescript
   # The server's packages, pinned by its package-lock.json. @reqstate/codec is a `file:` dependency
@@ -118,7 +120,16 @@ stop_server() {
     server_pid=
   fi
 }
-trap stop_server EXIT
+# The first server of a part that runs two at once (cross).
+first_pid=
+stop_both() {
+  stop_server
+  if [ -n "$first_pid" ]; then
+    server_pid=$first_pid first_pid=
+    stop_server
+  fi
+}
+trap stop_both EXIT
 
 # run_part <label> <keyring> <command...>
 run_part() {
@@ -148,6 +159,17 @@ for p in "${parts[@]}"; do
       start=$here/servers/python/start.sh
       [ -f "$start" ] || { echo "run.sh: part python: $start does not exist (the Python conformance server is not there)" >&2; exit 1; }
       run_part "$p" "$run/xchacha.toml" bash "$start"
+      ;;
+    cross)
+      t=$(now)
+      echo "=== cross"
+      start_server cross-ts "$run/xchacha.toml" 600 "" node "$here/servers/typescript/dist/node.mjs"
+      first_pid=$server_pid
+      ts_url=$server_url
+      start_server cross-python "$run/xchacha.toml" 600 "" bash "$here/servers/python/start.sh"
+      node "$here/adversarial.mjs" --cross "$ts_url" "$run/cross-ts.log" "$server_url" "$run/cross-python.log"
+      stop_both
+      echo "=== cross: passed in $(since "$t")"
       ;;
   esac
 done

@@ -49,6 +49,7 @@ import reqstate.mcp
 from reqstate import Keyring
 
 NAME = "reqstate-conformance-python"
+AUDIENCE = "reqstate-conformance"
 
 
 def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -113,7 +114,8 @@ def sampled_text(answer: Any) -> str:
 
 
 def build(keyring: Keyring, ttl: int, clock_leeway: int | None) -> MCPServer:
-    options: dict[str, Any] = {"ttl": ttl, "principal": bearer_principal}
+    # The TypeScript server's audience, so that cross.mjs can move a round between the two.
+    options: dict[str, Any] = {"ttl": ttl, "principal": bearer_principal, "audience": AUDIENCE}
     if clock_leeway is not None:
         options["clock_leeway"] = clock_leeway
     server = reqstate.mcp.bind(MCPServer(NAME), keyring, **options)
@@ -210,6 +212,16 @@ def build(keyring: Keyring, ttl: int, clock_leeway: int | None) -> MCPServer:
         if state is None or got is None:
             return ask({"confirm": elicit(f"Confirm n={n}?", "ok", "boolean")}, {"n": n})
         return f"n={state['n']} confirmed"
+
+    @server.tool(name="reqstate_cross")
+    async def cross(n: int, ctx: Context) -> str | InputRequiredResult:
+        # The TypeScript server's `reqstate_cross`, round for round (cross.mjs): a state minted
+        # there (the JSON object {"n": n}) arrives here as its JSON text.
+        state = opened(ctx)
+        got = answers(ctx, "confirm")
+        if state is None or got is None:
+            return ask({"confirm": elicit(f"Confirm n={n}?", "ok", "boolean")}, {"n": n})
+        return f"n={n} state={json.dumps(state, separators=(',', ':'))}"
 
     @server.prompt(name="test_input_required_result_prompt")
     async def prompt(ctx: Context) -> str | InputRequiredResult:

@@ -247,6 +247,33 @@ export function createServer(wiring: Wiring): McpServer {
       ),
   );
 
+  // The cross-language check's tool (cross.mjs): the same two rounds as the Python server's
+  // `reqstate_cross`, so a round minted by either server completes on the other (one keyring, one
+  // audience). Its state is {"n": n}; a state minted by the Python drop-in (Python states are text)
+  // arrives as that object's JSON text.
+  server.registerTool(
+    'reqstate_cross',
+    {
+      description: 'Two rounds bound to n, state {"n": n}: asks confirm, then answers n=<n> state=<the state as JSON>',
+      inputSchema: fromJsonSchema<{ n: number }>({ type: 'object', properties: { n: { type: 'number' } }, required: ['n'] }),
+    },
+    async ({ n }, ctx) => {
+      const raw = ctx.mcpReq.requestState<unknown>();
+      const confirm = inputResponse(ctx.mcpReq.inputResponses, 'confirm');
+      if (raw === undefined || wiring.unanswered(ctx)?.length !== 0 || confirm.kind !== 'elicit') {
+        const asks = {
+          confirm: inputRequired.elicit({
+            message: `Confirm n=${n}?`,
+            requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+          }),
+        };
+        return wiring.inputRequired(ctx, { inputRequests: asks, state: { n } as unknown as Carried });
+      }
+      const state: unknown = typeof raw === 'string' ? JSON.parse(raw) : raw;
+      return text(`n=${n} state=${JSON.stringify(state)}`);
+    },
+  );
+
   return server;
 }
 
