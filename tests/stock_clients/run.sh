@@ -37,6 +37,18 @@ for lang in "${langs[@]}"; do
   case " ${all[*]} " in *" $lang "*) ;; *) echo "run.sh: unknown language '$lang' (one of: ${all[*]})" >&2; exit 2 ;; esac
 done
 wants() { case " ${langs[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# both <library> <unix-target> <client command...>: the client over the Unix socket (no token), then
+# over TCP with the bearer token; each run counts.
+both() {
+  local library=$1 target=$2
+  shift 2
+  echo "$library, over the Unix socket:"
+  "$@" "$target"
+  runs=$((runs + 1))
+  echo "$library, over TCP with the bearer token:"
+  "$@" "$tcp" "$bearer"
+  runs=$((runs + 1))
+}
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -152,12 +164,7 @@ if wants go; then
   (cd "$gopath/src/stockclient" && GO111MODULE=off GOPROXY=off GOFLAGS= GOPATH="$gopath:/usr/share/gocode" \
     ${gocache:+GOCACHE="$gocache"} go build -o "$work/go-client" .)
   built=$(since "$t0")
-  echo "grpc-go $(dpkg-query -W -f='${Version}' golang-google-grpc-dev), over the Unix socket:"
-  "$work/go-client" "unix://$socket"
-  runs=$((runs + 1))
-  echo "grpc-go, over TCP with the bearer token:"
-  "$work/go-client" "$tcp" "$bearer"
-  runs=$((runs + 1))
+  both "grpc-go $(dpkg-query -W -f='${Version}' golang-google-grpc-dev)" "unix://$socket" "$work/go-client"
   timings+=("go: $(since "$t0") s (build $built s)")
 fi
 
@@ -172,12 +179,7 @@ if wants cpp; then
   g++ -O0 -std=c++17 -I"$out" -o "$work/cpp-client" "$here/cpp/client.cc" \
     "$out"/reqstate/v1/*.cc "$out"/grpc/health/v1/*.cc $(pkg-config --cflags --libs grpc++ protobuf)
   built=$(since "$t0")
-  echo "gRPC C++ $(dpkg-query -W -f='${Version}' libgrpc++-dev), over the Unix socket:"
-  "$work/cpp-client" "unix:$socket"
-  runs=$((runs + 1))
-  echo "gRPC C++, over TCP with the bearer token:"
-  "$work/cpp-client" "$tcp" "$bearer"
-  runs=$((runs + 1))
+  both "gRPC C++ $(dpkg-query -W -f='${Version}' libgrpc++-dev)" "unix:$socket" "$work/cpp-client"
   timings+=("cpp: $(since "$t0") s (build $built s)")
 fi
 
@@ -220,12 +222,7 @@ if wants ruby; then
   out="$work/ruby"
   mkdir -p "$out"
   grpc_tools_ruby_protoc -I"$repo/proto" --ruby_out="$out" --grpc_out="$out" reqstate/v1/reqstate.proto
-  echo "ruby-grpc $(dpkg-query -W -f='${Version}' ruby-grpc), over the Unix socket:"
-  RUBYLIB="$out" ruby "$here/ruby/client.rb" "unix:$socket"
-  runs=$((runs + 1))
-  echo "ruby-grpc, over TCP with the bearer token:"
-  RUBYLIB="$out" ruby "$here/ruby/client.rb" "$tcp" "$bearer"
-  runs=$((runs + 1))
+  both "ruby-grpc $(dpkg-query -W -f='${Version}' ruby-grpc)" "unix:$socket" env RUBYLIB="$out" ruby "$here/ruby/client.rb"
   timings+=("ruby: $(since "$t0") s")
 fi
 

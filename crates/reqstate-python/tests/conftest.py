@@ -33,16 +33,21 @@ NOW = 1_764_460_800
 sys.path.insert(0, str(REPO / "clients" / "python" / "src"))
 
 
-def _load_sidecar_support() -> ModuleType:
-    path = REPO / "clients" / "python" / "tests" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("reqstate_sidecar_support", path)
+def load_module(name: str, path: Path) -> ModuleType:
+    """The Python file at `path`, imported as the module `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-sidecar_support = _load_sidecar_support()
+def load_example() -> ModuleType:
+    """examples/increase_counter_inprocess.py, the servers the mcp tests drive."""
+    return load_module("increase_counter_inprocess", PACKAGE_ROOT / "examples" / "increase_counter_inprocess.py")
+
+
+sidecar_support = load_module("reqstate_sidecar_support", REPO / "clients" / "python" / "tests" / "conftest.py")
 Sidecar = sidecar_support.Sidecar
 AUTH_TOKEN: str = sidecar_support.AUTH_TOKEN
 

@@ -7,17 +7,15 @@ rounds applied by reloading the keyring file, the server never restarted."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
-from conftest import AUTH_TOKEN, PACKAGE_ROOT, Sidecar, key_toml, write_private
+from conftest import AUTH_TOKEN, PACKAGE_ROOT, Sidecar, key_toml, load_example, write_private
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.request_state import InvalidRequestState, RequestStateSecurity
@@ -31,16 +29,7 @@ ARGS = {"current": 10}
 XCHACHA = "xchacha20-poly1305"
 
 
-def _load_example() -> ModuleType:
-    path = PACKAGE_ROOT / "examples" / "increase_counter_inprocess.py"
-    spec = importlib.util.spec_from_file_location("increase_counter_inprocess", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-example = _load_example()
+example = load_example()
 
 
 def keyring_file(directory: Path, *keys: tuple[int, str]) -> Path:

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import logging
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from conftest import PACKAGE_ROOT, REPO, key_toml, need, write_private
+from conftest import REPO, key_toml, load_example, need, write_private
 from mcp import Client, MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -39,16 +37,7 @@ ARGS = {"current": 10}
 NAME = "counter-server"
 
 
-def _load_example() -> ModuleType:
-    path = PACKAGE_ROOT / "examples" / "increase_counter_inprocess.py"
-    spec = importlib.util.spec_from_file_location("increase_counter_inprocess", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-example = _load_example()
+example = load_example()
 
 
 def keyring_of(directory: Path, algorithm: str = "xchacha20-poly1305") -> Keyring:
