@@ -205,22 +205,26 @@ def build(keyring: Keyring, ttl: int, clock_leeway: int | None) -> MCPServer:
             return ask(requests)
         return "inputs received"
 
+    def confirm_n(n: int, ctx: Context) -> dict[str, Any] | InputRequiredResult:
+        """The two rounds of `reqstate_adversarial` and `reqstate_cross`: ask
+        `confirm` carrying {"n": n}; then the verified state."""
+        state = opened(ctx)
+        if state is None or answers(ctx, "confirm") is None:
+            return ask({"confirm": elicit(f"Confirm n={n}?", "ok", "boolean")}, {"n": n})
+        return state
+
     @server.tool(name="reqstate_adversarial")
     async def adversarial(n: int, ctx: Context) -> str | InputRequiredResult:
-        state = opened(ctx)
-        got = answers(ctx, "confirm")
-        if state is None or got is None:
-            return ask({"confirm": elicit(f"Confirm n={n}?", "ok", "boolean")}, {"n": n})
-        return f"n={state['n']} confirmed"
+        state = confirm_n(n, ctx)
+        return state if isinstance(state, InputRequiredResult) else f"n={state['n']} confirmed"
 
     @server.tool(name="reqstate_cross")
     async def cross(n: int, ctx: Context) -> str | InputRequiredResult:
         # The TypeScript server's `reqstate_cross`, round for round (cross.mjs): a state minted
         # there (the JSON object {"n": n}) arrives here as its JSON text.
-        state = opened(ctx)
-        got = answers(ctx, "confirm")
-        if state is None or got is None:
-            return ask({"confirm": elicit(f"Confirm n={n}?", "ok", "boolean")}, {"n": n})
+        state = confirm_n(n, ctx)
+        if isinstance(state, InputRequiredResult):
+            return state
         return f"n={n} state={json.dumps(state, separators=(',', ':'))}"
 
     @server.prompt(name="test_input_required_result_prompt")
