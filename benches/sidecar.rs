@@ -6,9 +6,9 @@
 //! real `redis-server` on a Unix socket, next to Redis's own round trip.
 //!
 //! ```text
-//! cargo bench --bench sidecar                       # 5 s per case
-//! REQSTATE_BENCH_SECONDS=20 REQSTATE_BENCH_CONCURRENCY=64 cargo bench --bench sidecar
-//! cargo bench --bench sidecar -- --test             # smoke run: a fraction of a second per case
+//! cargo bench -p reqstate-benches --bench sidecar                       # 5 s per case
+//! REQSTATE_BENCH_SECONDS=20 REQSTATE_BENCH_CONCURRENCY=64 cargo bench -p reqstate-benches --bench sidecar
+//! cargo bench -p reqstate-benches --bench sidecar -- --test             # smoke run: a fraction of a second per case
 //! ```
 //!
 //! The binary is the workspace's own, which the benchmark has Cargo build

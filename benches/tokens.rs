@@ -1,7 +1,7 @@
 //! Mint and verify of the reference claims (benches/data/reference-claims.json)
 //! for each algorithm, against the bare `ring` primitives over the same bytes.
 //!
-//! `cargo bench --bench tokens`; `cargo bench --bench tokens -- --test` runs
+//! `cargo bench -p reqstate-benches --bench tokens`; `cargo bench -p reqstate-benches --bench tokens -- --test` runs
 //! each benchmark once (the smoke test).
 
 // criterion's macros generate undocumented public functions.

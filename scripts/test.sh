@@ -158,16 +158,16 @@ step "tests (unit, integration, doc): each crate's own, then the cross-implement
 cargo test --workspace --locked
 
 step "benchmark smoke run (each benchmark once, in the test profile; figures come from cargo bench)"
-# The reqstate-benches package (benches/Cargo.toml), a default member. The
+# The reqstate-benches package (benches/Cargo.toml). The
 # smoke run checks that each benchmark runs, not how fast, so it builds in the
 # test profile, on the dependency graph `cargo test` built above (`cargo bench
 # -- --test` compiled a second, optimized graph of the whole workspace: 5 to 7
 # minutes here, against about 1.5). The sidecar benchmark starts the binary
-# `cargo test` built (REQSTATE_BENCH_BIN). `cargo bench --bench tokens` and
-# `cargo bench --bench sidecar` for figures still build and measure optimized
+# `cargo test` built (REQSTATE_BENCH_BIN). `cargo bench -p reqstate-benches --bench tokens` and
+# `cargo bench -p reqstate-benches --bench sidecar` for figures still build and measure optimized
 # code (docs/BENCHMARKS.md).
-cargo test --locked --bench tokens -- --test
-REQSTATE_BENCH_BIN="$PWD/target/debug/reqstate" cargo test --locked --bench sidecar -- --test
+cargo test --locked -p reqstate-benches --bench tokens -- --test
+REQSTATE_BENCH_BIN="$PWD/target/debug/reqstate" cargo test --locked -p reqstate-benches --bench sidecar -- --test
 
 step "no_std builds of the core crate"
 (
