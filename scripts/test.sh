@@ -2,19 +2,28 @@
 # Runs every test of the project on a fresh machine, installing what it needs
 # first: the README's test command, and what .ci/run calls.
 #
-#   bash scripts/test.sh           the full run (CI)
-#   bash scripts/test.sh --quick   format, lints, the core crate's tests and
-#                                  the sidecar's unit tests: minutes, for the
-#                                  edit-test loop; no client suites, no
-#                                  fuzzing, no benchmarks
+#   bash scripts/test.sh                the full run (CI)
+#   bash scripts/test.sh --quick [REV]  the edit-test loop: format, the docs
+#                                       check, then clippy and the tests of
+#                                       only the packages the change touches
+#                                       (files changed since REV, default the
+#                                       branch's upstream or HEAD, uncommitted
+#                                       work included; the core when none);
+#                                       names the other suites it touches
+#                                       without running them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=false
+quick_rev=()
 case "${1-}" in
     "") ;;
-    --quick) quick=true ;;
-    *) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
+    --quick)
+        quick=true
+        [ $# -le 2 ] || { echo "usage: bash scripts/test.sh [--quick [REV]]" >&2; exit 2; }
+        [ $# -eq 2 ] && quick_rev=("$2")
+        ;;
+    *) echo "usage: bash scripts/test.sh [--quick [REV]]" >&2; exit 2 ;;
 esac
 
 # Each step's wall time is printed as the next one starts, and all of them at
@@ -59,19 +68,38 @@ deny_check() {
 }
 
 if $quick; then
+    step "what the change touches (scripts/lib/changed.py)"
+    eval "$(python3 scripts/lib/changed.py "${quick_rev[@]}")"
+    read -r -a pkgs <<< "$packages"
+    echo "$changed_files files changed since $quick_base; packages: ${pkgs[*]}"
+    # Only the packages touched: their clippy and their own tests. The
+    # sidecar's integration tests start processes, and the conformance,
+    # Python and benchmark packages need the other implementations built:
+    # those are named below, not run.
+    clippy_args=() test_args=() test_lib_args=()
+    for p in "${pkgs[@]}"; do
+        clippy_args+=(-p "$p")
+        case "$p" in
+            reqstate-sidecar) test_lib_args+=(-p "$p") ;;
+            reqstate-conformance | reqstate-python | reqstate-benches) ;;
+            *) test_args+=(-p "$p") ;;
+        esac
+    done
+
     step "prerequisites (quick)"
     rustup component add rustfmt clippy >/dev/null
 
     step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
-    python3 scripts/check-docs.py --self-test
     python3 scripts/check-docs.py
 
-    step "vectors: tests/vectors/*.json match their definitions (reqstate-vectors check)"
-    cargo run --locked -q -p reqstate-vectors -- check
+    if $vectors; then
+        step "vectors: tests/vectors/*.json match their definitions (reqstate-vectors check)"
+        cargo run --locked -q -p reqstate-vectors -- check
+    fi
 
-    step "format and lints (quick: without the benchmarks package and its peers)"
+    step "format (all) and lints (${pkgs[*]})"
     cargo fmt --all -- --check
-    cargo clippy --workspace --exclude reqstate-benches --all-targets --locked -- -D warnings
+    cargo clippy "${clippy_args[@]}" --all-targets --locked -- -D warnings
 
     step "licences, bans and sources (cargo deny)"
     if deny_installed; then
@@ -81,14 +109,28 @@ if $quick; then
         echo "the full run (bash scripts/test.sh) installs it and checks."
     fi
 
-    step "core crate: unit, integration (crates/reqstate/tests/core) and doc tests"
-    cargo test --locked -p reqstate
-
-    step "sidecar unit tests"
-    cargo test --locked -p reqstate-sidecar --lib
+    if [ "${#test_args[@]}" -gt 0 ]; then
+        step "tests: unit, integration and doc (${test_args[*]})"
+        cargo test --locked "${test_args[@]}"
+    fi
+    if [ "${#test_lib_args[@]}" -gt 0 ]; then
+        step "tests: unit only (${test_lib_args[*]})"
+        cargo test --locked "${test_lib_args[@]}" --lib
+    fi
 
     report_timings
-    step "quick tests passed (the full run: bash scripts/test.sh)"
+    step "quick tests passed"
+    for p in "${pkgs[@]}"; do
+        case "$p" in
+            reqstate-sidecar) suites+=$'\n'"cargo test -p reqstate-sidecar --test sidecar" ;;
+            reqstate-benches) suites+=$'\n'"cargo test -p reqstate-benches --bench tokens -- --test" ;;
+        esac
+    done
+    if [ -n "${suites//$'\n'/}" ]; then
+        echo "The change also touches suites the quick tier does not run:"
+        printf '%s\n' "$suites" | sed '/^$/d; s/^/  /'
+    fi
+    echo "The full run, before a review: bash scripts/test.sh"
     exit 0
 fi
 
