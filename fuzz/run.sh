@@ -3,6 +3,9 @@
 # corpus (fuzz/corpus/<target>/seed-* and min-*).
 #
 #   bash fuzz/run.sh SECONDS [TARGET...]      (CI: bash fuzz/run.sh 20)
+#   bash fuzz/run.sh --build-only             build the targets, run nothing
+#                                             (the test command starts it in
+#                                             the background, niced)
 #
 # Installs cargo-fuzz if missing, builds with `cargo +nightly fuzz build`
 # (libFuzzer, AddressSanitizer, debug assertions), then runs the targets one
@@ -19,7 +22,12 @@ set -euo pipefail
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-parse_fuzz_args "$@"
+build_only=false
+if [[ ${1-} == --build-only && $# -eq 1 ]]; then
+  build_only=true
+else
+  parse_fuzz_args "$@"
+fi
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "fuzz/run.sh needs the nightly toolchain (rustup toolchain install nightly)" >&2
@@ -33,6 +41,7 @@ fi
 cd "$fuzz_dir"
 echo "building fuzz targets (cargo +nightly fuzz build)" >&2
 cargo +nightly fuzz build >&2
+$build_only && exit 0
 triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
 bin_dir=$fuzz_dir/target/$triple/release
 

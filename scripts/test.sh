@@ -32,16 +32,59 @@ esac
 timings=()
 step_name=""
 step_started=$SECONDS
+# With each step's time, how busy the machine's CPUs were during it
+# (/proc/stat): a step far below 100% leaves room for the background builds.
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+read -r step_busy step_total < <(cpu_ticks)
 step() {
     if [ -n "$step_name" ]; then
-        local took=$((SECONDS - step_started))
-        printf '    (%dm %02ds: %s)\n' $((took / 60)) $((took % 60)) "$step_name"
-        timings+=("$(printf '%5ds  %s' "$took" "$step_name")")
+        local took=$((SECONDS - step_started)) busy total pct
+        read -r busy total < <(cpu_ticks)
+        pct=$(( total > step_total ? 100 * (busy - step_busy) / (total - step_total) : 0 ))
+        printf '    (%dm %02ds, CPUs %d%% busy: %s)\n' $((took / 60)) $((took % 60)) "$pct" "$step_name"
+        timings+=("$(printf '%5ds %3d%%  %s' "$took" "$pct" "$step_name")")
     fi
+    read -r step_busy step_total < <(cpu_ticks)
     step_name="$*"
     step_started=$SECONDS
     printf '\n==> %s\n' "$*"
 }
+
+# Builds that no step needs before its turn run in the background, at the
+# lowest CPU priority, on the cycles the foreground leaves idle (processes
+# starting, servers waiting on sockets): the fuzz targets' sanitizer build
+# and the static release binary. `bg_wait NAME` waits for one, reports its
+# time and fails with its log if it failed.
+bg_dir=""
+declare -A bg_pids=()
+bg_start() {
+    local name=$1
+    shift
+    [ -n "$bg_dir" ] || bg_dir=$(mktemp -d "${TMPDIR:-/tmp}/reqstate-test-bg.XXXXXX")
+    # Its own process group (setsid), so that an early exit of this script
+    # stops the whole build, not only the shell around it.
+    setsid nice -n 19 bash -c 'started=$(date +%s); status=0
+        "${@:3}" >"$1" 2>&1 || status=$?
+        echo "$status $(($(date +%s) - started))" >"$2"' \
+        bg "$bg_dir/$name.log" "$bg_dir/$name.done" "$@" &
+    bg_pids[$name]=$!
+    echo "started in the background (nice 19): $name: $*"
+}
+bg_wait() {
+    local name=$1 status secs waited=$SECONDS
+    wait "${bg_pids[$name]}" || true
+    read -r status secs <"$bg_dir/$name.done"
+    echo "background $name: exit $status after ${secs}s (waited $((SECONDS - waited))s for it here; log: $bg_dir/$name.log)"
+    if [ "$status" -ne 0 ]; then
+        tail -n 60 "$bg_dir/$name.log" >&2
+        exit "$status"
+    fi
+}
+bg_cleanup() {
+    local pid
+    for pid in "${bg_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap bg_cleanup EXIT
 report_timings() {
     step "(end)"
     step_name=""
@@ -153,6 +196,7 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # PyPI.
 missing=()
 command -v clang >/dev/null 2>&1 || missing+=(clang)
+command -v musl-gcc >/dev/null 2>&1 || missing+=(musl-tools)
 { command -v redis-server && command -v redis-cli; } >/dev/null 2>&1 || missing+=(redis-server)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(libfaketime)
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -164,7 +208,15 @@ fi
 # The Debian package starts a system redis-server; the tests start their own
 # on free ports and do not need it.
 rustup component add rustfmt clippy >/dev/null
-rustup target add x86_64-unknown-none wasm32-unknown-unknown >/dev/null
+rustup target add x86_64-unknown-none wasm32-unknown-unknown x86_64-unknown-linux-musl >/dev/null
+
+# The two biggest builds no early step needs (see bg_start above): the fuzz
+# targets (nightly, AddressSanitizer: about 9 minutes of 2 CPUs alone) and
+# the static release binary that scripts/artifacts.sh ships. Each waits for
+# nothing; the foreground's cargo builds use target/debug, which they do not
+# lock.
+bg_start fuzz-build bash fuzz/run.sh --build-only
+bg_start release-musl cargo build --release --locked -p reqstate-sidecar --target x86_64-unknown-linux-musl
 
 step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
 python3 scripts/check-docs.py --self-test
@@ -264,6 +316,7 @@ step "deployment kit: Kubernetes manifests and the systemd unit, validated and r
 bash deploy/run-tests.sh
 
 step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
+bg_wait fuzz-build
 bash fuzz/run.sh 20
 
 report_timings
