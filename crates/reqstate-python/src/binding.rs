@@ -1,10 +1,14 @@
 //! `Binding` (`PyBinding`): what a state token is bound to but does not
 //! carry, checked once when built; and the argument readers the classes
-//! share (`text_arg`, `bytes_arg`: a `str`, or bytes with a `str` taken as
-//! its UTF-8, each refused `invalid_argument` otherwise).
+//! share (`text_arg`: a `str`, refused `invalid_argument` otherwise;
+//! `bytes_param`: `bytes` or `bytearray`, anything else, a `str` included,
+//! a `TypeError` naming the parameter and the type given).
 
+use std::borrow::Cow;
+
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyString};
 use reqstate::Binding;
 
 use crate::errors;
@@ -19,8 +23,9 @@ pub(crate) struct PyBinding {
 
 #[pymethods]
 impl PyBinding {
-    /// `tool`: 1 to 256 bytes of UTF-8; `context`: at most 65536 bytes
-    /// (empty binds to no context). A `str` context is taken as its UTF-8.
+    /// `tool`: 1 to 256 bytes of UTF-8; `context`: `bytes` or `bytearray`,
+    /// at most 65536 bytes (empty or `None` binds to no context). A `str`
+    /// context is a `TypeError`: encode it (or use `call_context`).
     #[new]
     #[pyo3(signature = (tool, context = None))]
     fn new(
@@ -31,7 +36,7 @@ impl PyBinding {
         let tool = text_arg(py, tool, "tool")?;
         let context = match context {
             None => Vec::new(),
-            Some(c) => bytes_arg(py, c, "context")?,
+            Some(c) => bytes_param(c, "context")?.into_owned(),
         };
         Binding::with_context_bytes(&tool, &context)
             .map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
@@ -77,22 +82,24 @@ pub(crate) fn text_arg(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> 
         .map_err(|_| errors::invalid_argument(py, &format!("{name} is not valid Unicode")))
 }
 
-/// A bytes argument called `name` (a `str` is taken as its UTF-8), or
-/// `invalid_argument`.
-pub(crate) fn bytes_arg(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u8>> {
-    if let Ok(s) = value.cast::<PyString>() {
-        return s
-            .to_cow()
-            .map(|s| s.as_bytes().to_vec())
-            .map_err(|_| errors::invalid_argument(py, &format!("{name} is not valid Unicode")));
-    }
+/// A bytes parameter called `name`: `bytes` (borrowed) or `bytearray`
+/// (copied). Anything else, a `str` above all (which text? which
+/// encoding?), is a `TypeError` that names the parameter and the type
+/// given, as Python's own functions say it.
+pub(crate) fn bytes_param<'a>(value: &'a Bound<'_, PyAny>, name: &str) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(b) = value.cast::<PyBytes>() {
-        return Ok(b.as_bytes().to_vec());
+        return Ok(Cow::Borrowed(b.as_bytes()));
     }
-    value.extract::<Vec<u8>>().map_err(|_| {
-        errors::invalid_argument(
-            py,
-            &format!("{name} must be bytes (or str, taken as UTF-8)"),
-        )
-    })
+    if let Ok(b) = value.cast::<PyByteArray>() {
+        return Ok(Cow::Owned(b.to_vec()));
+    }
+    let hint = if value.is_instance_of::<PyString>() {
+        " (encode the text first, e.g. text.encode())"
+    } else {
+        ""
+    };
+    Err(PyTypeError::new_err(format!(
+        "{name} must be bytes or bytearray, not {}{hint}",
+        crate::state::type_name(value)
+    )))
 }

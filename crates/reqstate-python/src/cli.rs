@@ -67,8 +67,12 @@ pub(crate) fn state_cbor_from_json<'py>(
 /// `reqstate verify` and the sidecar print it, or None when it has none.
 /// Raises `InvalidArgument` for bytes that are not one CBOR item.
 #[pyfunction]
-pub(crate) fn state_json_from_cbor(py: Python<'_>, cbor: &[u8]) -> PyResult<Option<String>> {
-    let mut rest = cbor;
+pub(crate) fn state_json_from_cbor(
+    py: Python<'_>,
+    cbor: &Bound<'_, PyAny>,
+) -> PyResult<Option<String>> {
+    let cbor = crate::binding::bytes_param(cbor, "cbor")?;
+    let mut rest = &cbor[..];
     let value: ciborium::Value = ciborium::from_reader(&mut rest)
         .map_err(|e| errors::invalid_argument(py, &format!("not one CBOR item: {e}")))?;
     if !rest.is_empty() {

@@ -14,10 +14,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use reqstate::{Aad, Codec, Policy, Verified};
 
-use crate::binding::{PyBinding, text_arg};
+use crate::binding::{PyBinding, bytes_param, text_arg};
 use crate::clock::at;
 use crate::errors::{self, Kind};
-use crate::keyring::{Loaded, PyKeyring, log_warning};
+use crate::keyring::{Loaded, PyKeyring, log};
 use crate::results::{PyMinted, PySealed, PyUnsealed, PyVerified, minted, verified};
 use crate::single_use::{PyReplayStore, ask_store, decode_redemption, decoded, spent_record};
 use crate::state;
@@ -37,6 +37,14 @@ pub(crate) struct PyCodec {
     refused: AtomicU64,
 }
 
+/// `seal`'s and `unseal`'s `aad`: bytes, empty when not given.
+fn aad_param<'a>(aad: Option<&'a Bound<'_, PyAny>>) -> PyResult<std::borrow::Cow<'a, [u8]>> {
+    match aad {
+        Some(aad) => bytes_param(aad, "aad"),
+        None => Ok(std::borrow::Cow::Borrowed(&[])),
+    }
+}
+
 /// One batch item's outcome, computed without the GIL.
 enum Outcome<T, E> {
     Done(T),
@@ -50,12 +58,7 @@ impl PyCodec {
     fn core(&self, py: Python<'_>) -> Codec {
         let state = &self.keyring.get().state;
         let loaded = state.in_use();
-        if let Some(failure) = state.take_report() {
-            log_warning(
-                py,
-                &format!("keyring reload refused; still using the previous keys: {failure}"),
-            );
-        }
+        state.report(py);
         let usable = self.usable.load();
         if loaded.generation() == usable.generation() {
             return loaded.codec.clone().with_policy(self.policy);
@@ -68,8 +71,9 @@ impl PyCodec {
             Err(e) => {
                 let generation = loaded.generation();
                 if self.refused.swap(generation, Ordering::Relaxed) != generation {
-                    log_warning(
+                    log(
                         py,
+                        "warning",
                         &format!(
                             "keyring reload refused by this Codec's policy; still using the \
                              previous keys: invalid keyring: {e}"
@@ -176,13 +180,14 @@ impl PyCodec {
         py: Python<'_>,
         binding: &PyBinding,
         step: &Bound<'_, PyAny>,
-        state_cbor: &[u8],
+        state_cbor: &Bound<'_, PyAny>,
         ttl: u64,
         single_use: bool,
         now: Option<u64>,
     ) -> PyResult<PyMinted> {
         let step = text_arg(py, step, "step")?;
-        let state = match state::from_cbor(state_cbor) {
+        let state_cbor = bytes_param(state_cbor, "state_cbor")?;
+        let state = match state::from_cbor(&state_cbor) {
             Ok(value) => state::State::Value(value),
             Err(why) => state::State::Unencodable(why),
         };
@@ -280,12 +285,19 @@ impl PyCodec {
 
     /// Seals opaque bytes under the primary key, bound to `aad` (at most
     /// 65536 bytes): for SDKs that stamp and check their own claims.
-    #[pyo3(signature = (payload, aad = b"".as_slice()))]
-    fn seal(&self, py: Python<'_>, payload: &[u8], aad: &[u8]) -> PyResult<PySealed> {
-        let aad = Aad::new(aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+    #[pyo3(signature = (payload, aad = None))]
+    fn seal(
+        &self,
+        py: Python<'_>,
+        payload: &Bound<'_, PyAny>,
+        aad: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PySealed> {
+        let payload = bytes_param(payload, "payload")?;
+        let aad = aad_param(aad)?;
+        let aad = Aad::new(&aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
         let sealed = self
             .core(py)
-            .seal(payload, aad)
+            .seal(&payload, aad)
             .map_err(|e| errors::mint(py, &e))?;
         Ok(PySealed {
             token: PyString::new(py, &sealed.token).unbind(),
@@ -295,9 +307,15 @@ impl PyCodec {
 
     /// Opens a token made by `seal` with the same `aad`. Raises
     /// `TokenRefused` otherwise.
-    #[pyo3(signature = (token, aad = b"".as_slice()))]
-    fn unseal(&self, py: Python<'_>, token: &str, aad: &[u8]) -> PyResult<PyUnsealed> {
-        let aad = Aad::new(aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+    #[pyo3(signature = (token, aad = None))]
+    fn unseal(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        aad: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyUnsealed> {
+        let aad = aad_param(aad)?;
+        let aad = Aad::new(&aad).map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
         let opened = self
             .core(py)
             .unseal(token, aad)

@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use reqstate::{BufferedRandom, Codec, KeyStatus, Policy};
 // The sidecar's keyring file loader: the same ownership, mode, directory and
 // secret-file checks (docs/KEYRING.md).
-use reqstate_keyring_file::{KeyringPermissions, load_keyring_file};
+use reqstate_keyring_file::{KeyringLoadError, KeyringPermissions, load_keyring_file};
 use zeroize::Zeroizing;
 
 use crate::clock::CallClock;
@@ -39,6 +39,45 @@ fn new_codec(keyring: reqstate::Keyring) -> Codec {
     Codec::with_parts(keyring, Policy::new(), CallClock, BufferedRandom)
 }
 
+/// The keyword of `Keyring.from_file` that accepts a keyring (or secret)
+/// file group or others may read: what a Python caller passes where the
+/// sidecar's user passes `--allow-insecure-keyring-permissions`.
+/// `python -m reqstate` (`reqstate/_cli.py`) turns it back into its flag.
+pub(crate) const ALLOW_READABLE: &str = "allow_insecure_permissions=True";
+
+/// The message of a keyring file that did not load, in the Python API's
+/// terms: the shared loader (`reqstate-keyring-file`) speaks to the
+/// sidecar's user (its flags, "the sidecar's user"); here the option is
+/// `Keyring.from_file`'s keyword and the user is this process's.
+fn file_error(e: &KeyringLoadError) -> String {
+    let message = match e {
+        // The keyring file itself: written from the error's fields.
+        KeyringLoadError::InsecurePermissions { path, mode, .. } if mode & 0o022 != 0 => format!(
+            "keyring {}: mode {:04o} lets group or others write it (and so inject keys); \
+             run `chmod 600 {}` ({ALLOW_READABLE} does not allow this)",
+            path.display(),
+            mode & 0o7777,
+            path.display()
+        ),
+        KeyringLoadError::InsecurePermissions { path, mode, .. } => format!(
+            "keyring {}: mode {:04o} lets group or others read it; \
+             run `chmod 600 {}` (or pass {ALLOW_READABLE} to Keyring.from_file)",
+            path.display(),
+            mode & 0o7777,
+            path.display()
+        ),
+        // A secret file's error reaches here as the core's keyring error,
+        // whose text the loader wrote with the sidecar's flag in it.
+        other => other.to_string().replace(
+            "reqstate serve --allow-insecure-keyring-permissions",
+            &format!("{ALLOW_READABLE} to Keyring.from_file"),
+        ),
+    };
+    message
+        .replace("the sidecar's user", "this process's user")
+        .replace("the sidecar's uid", "this process's uid")
+}
+
 /// A keyring file and how it is checked and watched.
 struct FileSource {
     path: PathBuf,
@@ -54,8 +93,23 @@ struct Watch {
     /// The failure last reported through `logging` (once per distinct
     /// failure: a bad file read again every interval is not reported again).
     reported: Option<String>,
-    /// A failure to report, taken by the next call that holds the GIL.
-    to_report: Option<String>,
+    /// What to report, taken by the next call that holds the GIL.
+    to_report: Option<Report>,
+}
+
+/// What a reload has to say through `logging`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// A reload failed (a failure not reported yet): a warning.
+    Failed(String),
+    /// A reload succeeded after a reported failure: an info line.
+    Recovered {
+        /// Whether the file brought new keys (else the keys in use were
+        /// already what it holds).
+        changed: bool,
+        /// The generation in use after it.
+        generation: u64,
+    },
 }
 
 /// The keys in use, swapped whole on reload: a call sees the old keys or
@@ -128,14 +182,15 @@ impl KeyringState {
                 "this keyring was not loaded from a file: there is nothing to reload".into(),
             );
         };
-        let loaded = load_keyring_file(&source.path, source.permissions).map_err(|e| e.to_string());
+        let loaded =
+            load_keyring_file(&source.path, source.permissions).map_err(|e| file_error(&e));
         watch.last_check = Instant::now();
         let loaded = match loaded {
             Ok(loaded) => loaded,
             Err(e) => {
                 if watch.reported.as_ref() != Some(&e) {
                     watch.reported = Some(e.clone());
-                    watch.to_report = Some(e.clone());
+                    watch.to_report = Some(Report::Failed(e.clone()));
                     self.pending_report.store(true, Ordering::Release);
                 }
                 watch.last_error = Some(e.clone());
@@ -143,17 +198,27 @@ impl KeyringState {
             }
         };
         watch.last_error = None;
-        watch.reported = None;
+        let recovered = watch.reported.take().is_some();
         let current = self.current.load();
-        if current.contents.as_deref().map(|c| &c[..]) == Some(&loaded.contents[..]) {
-            return Ok(false);
+        let changed = current.contents.as_deref().map(|c| &c[..]) != Some(&loaded.contents[..]);
+        let generation = if changed {
+            self.current.store(Arc::new(Loaded {
+                codec: new_codec(loaded.keyring),
+                generation: current.generation + 1,
+                contents: Some(loaded.contents),
+            }));
+            current.generation + 1
+        } else {
+            current.generation
+        };
+        if recovered {
+            watch.to_report = Some(Report::Recovered {
+                changed,
+                generation,
+            });
+            self.pending_report.store(true, Ordering::Release);
         }
-        self.current.store(Arc::new(Loaded {
-            codec: new_codec(loaded.keyring),
-            generation: current.generation + 1,
-            contents: Some(loaded.contents),
-        }));
-        Ok(true)
+        Ok(changed)
     }
 
     /// With `auto_reload`: at most once per interval, reload (read the file
@@ -185,8 +250,8 @@ impl KeyringState {
         self.current.load_full()
     }
 
-    /// A reload failure not yet reported through `logging`, taken once.
-    pub(crate) fn take_report(&self) -> Option<String> {
+    /// What a reload has to say and has not said yet, taken once.
+    fn take_report(&self) -> Option<Report> {
         if !self.pending_report.swap(false, Ordering::Acquire) {
             return None;
         }
@@ -196,16 +261,55 @@ impl KeyringState {
             .to_report
             .take()
     }
+
+    /// Writes what a reload has to say, once, to the `reqstate` logger: a
+    /// warning when a reload failed (once per distinct failure: the same
+    /// bad file read again at every interval is not reported again), an
+    /// info line when one succeeds after that. Called with the GIL by every
+    /// call that uses the keys.
+    pub(crate) fn report(&self, py: Python<'_>) {
+        let Some(report) = self.take_report() else {
+            return;
+        };
+        let path = self
+            .source
+            .as_ref()
+            .map(|s| s.path.display().to_string())
+            .unwrap_or_default();
+        match report {
+            Report::Failed(failure) => log(
+                py,
+                "warning",
+                &format!("keyring reload refused; still using the previous keys: {failure}"),
+            ),
+            Report::Recovered {
+                changed,
+                generation,
+            } => log(
+                py,
+                "info",
+                &format!(
+                    "keyring {path} loads again after a refused reload; {} (generation {generation})",
+                    if changed {
+                        "its keys are in use"
+                    } else {
+                        "its keys are the ones already in use"
+                    }
+                ),
+            ),
+        }
+    }
 }
 
-/// Writes `message` as a warning to the `reqstate` logger of Python's
-/// `logging` (where applications already route their logs). A failure of
-/// logging itself is not the caller's error and is dropped.
-pub(crate) fn log_warning(py: Python<'_>, message: &str) {
+/// Writes `message` at `level` (`"warning"`, `"info"`) to the `reqstate`
+/// logger of Python's `logging` (where applications already route their
+/// logs; `reqstate.mcp` logs there too). A failure of logging itself is not
+/// the caller's error and is dropped.
+pub(crate) fn log(py: Python<'_>, level: &str, message: &str) {
     let logged = py
         .import("logging")
         .and_then(|logging| logging.call_method1("getLogger", ("reqstate",)))
-        .and_then(|logger| logger.call_method1("warning", (message,)));
+        .and_then(|logger| logger.call_method1(level, (message,)));
     if let Err(e) = logged {
         e.print(py);
     }
@@ -291,7 +395,7 @@ impl PyKeyring {
             KeyringPermissions::OwnerOnly
         };
         let loaded = py
-            .detach(|| load_keyring_file(&path, permissions).map_err(|e| e.to_string()))
+            .detach(|| load_keyring_file(&path, permissions).map_err(|e| file_error(&e)))
             .map_err(|e| errors::keyring(py, &e))?;
         let source = FileSource {
             path,
@@ -367,19 +471,16 @@ impl PyKeyring {
     /// The id of the key that mints and seals now (docs/KEYRING.md, "Keys
     /// on a schedule": the primary until a scheduled key takes over).
     #[getter]
-    fn primary_key_id(&self) -> u32 {
-        self.state
-            .in_use()
-            .codec
-            .keyring()
-            .minting_key(unix_now())
-            .id()
-            .get()
+    fn primary_key_id(&self, py: Python<'_>) -> u32 {
+        let loaded = self.state.in_use();
+        self.state.report(py);
+        loaded.codec.keyring().minting_key(unix_now()).id().get()
     }
 
     /// The keys, by id (no secrets).
-    fn keys(&self) -> Vec<PyKeyInfo> {
+    fn keys(&self, py: Python<'_>) -> Vec<PyKeyInfo> {
         let loaded = self.state.in_use();
+        self.state.report(py);
         loaded
             .codec
             .keyring()
@@ -401,8 +502,9 @@ impl PyKeyring {
     /// `"active"` (it verifies only) or `"retired"` (its tokens are refused).
     /// `None` for an id not in the keyring.
     #[pyo3(signature = (key_id, now = None))]
-    fn status_at(&self, key_id: u32, now: Option<u64>) -> Option<&'static str> {
+    fn status_at(&self, py: Python<'_>, key_id: u32, now: Option<u64>) -> Option<&'static str> {
         let loaded = self.state.in_use();
+        self.state.report(py);
         let keyring = loaded.codec.keyring();
         let key = keyring.get(reqstate::KeyId::new(key_id))?;
         Some(status_name(

@@ -57,6 +57,15 @@ pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> State {
     }
 }
 
+/// `x`, with every NaN (a sign bit set, a payload, signalling) made the one
+/// NaN, the quiet positive one without payload, which the encoder writes as
+/// `f97e00`: docs/CLI.md accepts no other NaN in a state, and
+/// `@reqstate/codec` and the command line's `--state-cbor-hex` write every
+/// NaN so; infinities are kept (`f97c00`, `f9fc00`), as they keep them.
+fn one_nan(x: f64) -> f64 {
+    if x.is_nan() { f64::NAN } else { x }
+}
+
 /// `depth` is the number of containers around `obj`.
 fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, Unfit> {
     if obj.is_none() {
@@ -79,7 +88,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, Unfit> {
         return int_value(obj);
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(Value::Float(f.value()));
+        return Ok(Value::Float(one_nan(f.value())));
     }
     if let Ok(d) = obj.cast::<PyDict>() {
         if depth >= MAX_STATE_DEPTH {
@@ -157,7 +166,8 @@ fn int_value(obj: &Bound<'_, PyAny>) -> Result<Value, Unfit> {
     ))
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+/// The name of `obj`'s type, for messages (`str`, `list`).
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
@@ -268,7 +278,7 @@ impl Serialize for PyState<'_, '_> {
             };
         }
         if let Ok(f) = obj.cast::<PyFloat>() {
-            return serializer.serialize_f64(f.value());
+            return serializer.serialize_f64(one_nan(f.value()));
         }
         let too_deep = || S::Error::custom("state nested too deeply (more than 16 levels)");
         if let Ok(d) = obj.cast::<PyDict>() {

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -156,6 +158,42 @@ def test_mint_refusals_in_the_cores_order(codec: Codec, binding: Binding) -> Non
         codec.mint(binding, "s", cycle, now=NOW)
 
 
+def test_bytes_parameters_refuse_str_and_name_themselves(codec: Codec, binding: Binding) -> None:
+    """Every bytes parameter of the public API (_native.pyi) takes bytes or
+    a bytearray; a str (which encoding?) or anything else is a TypeError
+    naming the parameter and the type given."""
+    token = codec.seal(b"p", b"a").token
+    minted = codec.mint(binding, "s", now=NOW).token
+    calls: dict[str, Callable[[Any], object]] = {
+        "context": lambda v: Binding("x", v),
+        "state_cbor": lambda v: codec.mint_cbor(binding, "s", v, now=NOW),
+        "payload": lambda v: codec.seal(v),
+        "aad": lambda v: codec.seal(b"p", v),
+        "cbor": lambda v: reqstate.state_json_from_cbor(v),
+    }
+    unseal_aad: Callable[[Any], object] = lambda v: codec.unseal(token, v)  # noqa: E731
+    for name, call in [*calls.items(), ("aad", unseal_aad)]:
+        for value, type_name in (("not-bytes", "str"), (5, "int"), ([1, 2], "list"), (memoryview(b"x"), "memoryview")):
+            with pytest.raises(TypeError) as refused:
+                call(value)
+            assert f"{name} must be bytes or bytearray, not {type_name}" in str(refused.value), (name, value)
+            assert not isinstance(refused.value, reqstate.ReqstateError)
+            if type_name == "str":
+                assert ".encode()" in str(refused.value)
+    # bytes and bytearray are taken alike.
+    assert Binding("x", bytearray(b"ctx")).context == Binding("x", b"ctx").context == b"ctx"
+    assert Binding("x", None).context == Binding("x").context == b""
+    assert codec.unseal(codec.seal(bytearray(b"p"), bytearray(b"a")).token, bytearray(b"a")).payload == b"p"
+    assert codec.unseal(codec.seal(b"p").token).payload == b"p"
+    assert codec.verify_cbor(codec.mint_cbor(binding, "s", bytearray(b"\x01"), now=NOW).token, binding, now=NOW).state_cbor == b"\x01"
+    assert reqstate.state_json_from_cbor(bytearray(b"\x01")) == "1"
+    assert codec.verify(minted, binding, now=NOW).step == "s"
+    from reqstate.mcp import InProcessCodec
+
+    with pytest.raises(TypeError, match="aad must be bytes or bytearray, not str"):
+        InProcessCodec(codec, aad="x", allow_readable=True)  # type: ignore[arg-type]
+
+
 def test_arguments_are_checked_where_built() -> None:
     with pytest.raises(InvalidArgument) as empty:
         Binding("")
@@ -174,8 +212,10 @@ def test_arguments_are_checked_where_built() -> None:
             Codec(keyring, **policy)
     codec = Codec(keyring, max_token_len=1024, clock_leeway=0, max_lifetime=3600)
     assert (codec.max_token_len, codec.clock_leeway, codec.max_lifetime) == (1024, 0, 3600)
-    assert Binding("t", "ctx").context == b"ctx"
+    assert Binding("t", b"ctx").context == b"ctx"
     assert Binding("t").context == b""
+    with pytest.raises(TypeError, match="context must be bytes or bytearray, not str"):
+        Binding("t", "ctx")  # type: ignore[arg-type]  # deliberately a str: refused at run time
 
 
 # ----------------------------------------------------------------------- states
@@ -243,6 +283,37 @@ def test_raw_cbor_states(codec: Codec, binding: Binding) -> None:
         with pytest.raises(MintRefused) as refused:
             codec.mint_cbor(binding, "s", bytes.fromhex(not_preferred), now=NOW)
         assert refused.value.reason == "state_encoding"
+
+
+def test_every_nan_is_the_one_nan_and_infinities_are_kept(codec: Codec, binding: Binding) -> None:
+    """A state has CBOR's NaN and infinities (docs/CLI.md): `@reqstate/codec`
+    writes every NaN as `f97e00` and `--state-cbor-hex` accepts no other, so
+    a NaN with its sign bit or a payload is written as that one NaN too (it
+    was `f9fe00` and `fb7ff8000000000001`, bytes the command line refuses);
+    an infinity is the half-precision one."""
+    signed_nan = -float("nan")
+    payload_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    signalling_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000001))[0]
+    cases: list[tuple[Any, str]] = [
+        (float("nan"), "a16161a16162f97e00"),
+        (signed_nan, "a16161a16162f97e00"),
+        (payload_nan, "a16161a16162f97e00"),
+        (signalling_nan, "a16161a16162f97e00"),
+        (float("inf"), "a16161a16162f97c00"),
+        (float("-inf"), "a16161a16162f9fc00"),
+    ]
+    for x, cbor in cases:
+        for state in ({"a": {"b": x}}, ({"a": {"b": x}},)):  # the fast path, and the general one (a tuple)
+            minted = codec.mint(binding, "s", state, now=NOW).token
+            got = codec.verify_cbor(minted, binding, now=NOW).state_cbor.hex()
+            expected = cbor if isinstance(state, dict) else "81" + cbor
+            assert got == expected, (x, got)
+            reqstate._native._cli_check_state_cbor(bytes.fromhex(got))  # what --state-cbor-hex accepts
+        assert codec.mint_many(binding, "s", [{"a": {"b": x}}], now=NOW)[0].token  # type: ignore[union-attr]
+        back = codec.verify(codec.mint(binding, "s", x, now=NOW).token, binding, now=NOW).state
+        assert (math.isnan(back) and math.isnan(x)) or back == x
+        # JSON has no NaN or infinity: such a state has no JSON form.
+        assert reqstate.state_json_from_cbor(bytes.fromhex(cbor)) is None
 
 
 # ------------------------------------------------------------- seal, single use
@@ -475,12 +546,17 @@ def test_keyring_file_gets_the_sidecars_checks(tmp_dir: Path) -> None:
     keyring = Keyring.from_file(path)
     assert str(keyring.path) == str(path) and keyring.primary_key_id == 1
     path.chmod(0o640)
-    with pytest.raises(KeyringError, match="chmod 600"):
+    with pytest.raises(KeyringError, match="chmod 600") as readable:
         Keyring.from_file(path)
+    # Python's option, not the sidecar's flag.
+    assert "pass allow_insecure_permissions=True to Keyring.from_file" in readable.value.message
+    assert "--allow" not in readable.value.message
     assert Keyring.from_file(path, allow_insecure_permissions=True).primary_key_id == 1
     path.chmod(0o620)  # writable by the group: never allowed
-    with pytest.raises(KeyringError):
+    with pytest.raises(KeyringError) as writable:
         Keyring.from_file(path, allow_insecure_permissions=True)
+    assert "allow_insecure_permissions=True does not allow this" in writable.value.message
+    assert "--allow" not in writable.value.message
     path.chmod(0o600)
     tmp_dir.chmod(0o777)  # a directory others can write: they could replace the file
     try:
@@ -498,8 +574,11 @@ def test_keyring_file_gets_the_sidecars_checks(tmp_dir: Path) -> None:
     )
     assert Keyring.from_file(with_file).primary_key_id == 2
     (tmp_dir / "key-2").chmod(0o644)
-    with pytest.raises(KeyringError):
+    with pytest.raises(KeyringError) as secret_readable:
         Keyring.from_file(with_file)
+    assert "allow_insecure_permissions=True to Keyring.from_file" in secret_readable.value.message
+    assert "--allow" not in secret_readable.value.message and "sidecar" not in secret_readable.value.message
+    assert Keyring.from_file(with_file, allow_insecure_permissions=True).primary_key_id == 2
 
 
 def test_reload_keeps_the_last_good_keyring(tmp_dir: Path, binding: Binding) -> None:
@@ -562,7 +641,43 @@ def test_auto_reload_reports_a_bad_file_once_per_change(
     assert len([r for r in caplog.records if r.name == "reqstate"]) == 2
     write_private(path, keyring_text((1, HMAC, "active"), (2, HMAC, "primary")))
     assert codec.mint(binding, "s").key_id == 2
-    assert len([r for r in caplog.records if r.name == "reqstate"]) == 2
+    assert len([r for r in caplog.records if r.name == "reqstate"]) == 2  # no warning: an info line (below)
+
+
+def test_auto_reload_says_when_the_file_loads_again(
+    tmp_dir: Path, binding: Binding, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a warning, the reload that succeeds is one info line on the
+    `reqstate` logger (new keys or the same), and a good file read again is
+    silent; `Keyring.keys()` reports as a `Codec` call does."""
+    path = write_private(tmp_dir / "keyring.toml", keyring_text((1, HMAC, "primary")))
+    keyring = Keyring.from_file(path, auto_reload=True, check_interval=0.0)
+    codec = Codec(keyring)
+    caplog.set_level("INFO", logger="reqstate")
+
+    def logged() -> list[tuple[str, str]]:
+        return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "reqstate"]
+
+    for _ in range(3):
+        codec.mint(binding, "s")
+    assert logged() == []  # nothing to say while the file loads
+    write_private(path, "[[key]]\nbroken")
+    for _ in range(3):
+        assert codec.mint(binding, "s").key_id == 1
+    assert [level for level, _ in logged()] == ["WARNING"]
+    write_private(path, keyring_text((1, HMAC, "active"), (2, HMAC, "primary")))
+    for _ in range(3):
+        assert codec.mint(binding, "s").key_id == 2
+    assert [level for level, _ in logged()] == ["WARNING", "INFO"]
+    level, message = logged()[1]
+    assert f"keyring {path} loads again" in message and "its keys are in use (generation 2)" in message
+    # Broken, then back to the very same text: the keys in use stay, said so.
+    write_private(path, "[[key]]\nbroken")
+    assert [k.id for k in keyring.keys()] == [1, 2]  # Keyring.keys() reports too
+    write_private(path, keyring_text((1, HMAC, "active"), (2, HMAC, "primary")))
+    assert keyring.primary_key_id == 2
+    assert [level for level, _ in logged()] == ["WARNING", "INFO", "WARNING", "INFO"]
+    assert "its keys are the ones already in use (generation 2)" in logged()[3][1]
 
 
 SCHEDULED = (

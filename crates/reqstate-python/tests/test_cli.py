@@ -62,8 +62,14 @@ def test_usage_errors_exit_64_with_nothing_on_stdout(tmp_dir: Path) -> None:
     Path(k).chmod(0o644)
     done = run_cli([*PY, "mint", "--keyring", k, "--tool", "t", "--step", "s"])
     assert done.returncode == 64 and "chmod 600" in done.stderr
+    # This command line's flag, not the Python API's keyword.
+    assert "(or pass --allow-insecure-keyring-permissions)" in done.stderr, done.stderr
+    assert "allow_insecure_permissions" not in done.stderr and "Keyring.from_file" not in done.stderr
     done = run_cli([*PY, "mint", "--keyring", k, "--tool", "t", "--step", "s", "--allow-insecure-keyring-permissions"])
     assert done.returncode == 0, done.stderr
+    Path(k).chmod(0o664)  # writable by the group: no flag allows it
+    done = run_cli([*PY, "mint", "--keyring", k, "--tool", "t", "--step", "s", "--allow-insecure-keyring-permissions"])
+    assert done.returncode == 64 and "(--allow-insecure-keyring-permissions does not allow this)" in done.stderr, done.stderr
 
 
 def test_help_lists_every_flag() -> None:

@@ -206,6 +206,15 @@ def _context(parsed: Parsed) -> bytes:
     return b""
 
 
+def _in_flags(message: str) -> str:
+    """A `Keyring.from_file` error in this command line's terms: the keyword
+    that accepts a readable keyring file (`allow_insecure_permissions=True`,
+    which the native module names) becomes the flag that does it here."""
+    return message.replace("allow_insecure_permissions=True to Keyring.from_file", "--allow-insecure-keyring-permissions").replace(
+        "allow_insecure_permissions=True", "--allow-insecure-keyring-permissions"
+    )
+
+
 def _codec(parsed: Parsed) -> Codec:
     """The keyring file (checked as the Rust binary checks it) and the policy."""
     policy = {
@@ -219,7 +228,7 @@ def _codec(parsed: Parsed) -> Codec:
             path, allow_insecure_permissions="--allow-insecure-keyring-permissions" in parsed.switches
         )
     except KeyringError as error:
-        raise UsageError(error.message) from None
+        raise UsageError(_in_flags(error.message)) from None
     try:
         return Codec(keyring, **{k: v for k, v in policy.items() if v is not None})
     except KeyringError as error:  # a schedule this policy refuses (docs/KEYRING.md)

@@ -64,9 +64,11 @@ class Keyring:
 
 @final
 class Binding:
-    """The tool and context bytes a state token is bound to (checked once)."""
+    """The tool and context bytes a state token is bound to (checked once).
+    `context` is bytes (a `str` is a TypeError: encode it, or build it with
+    `call_context`)."""
 
-    def __init__(self, tool: str, context: bytes | bytearray | str | None = None) -> None: ...
+    def __init__(self, tool: str, context: bytes | bytearray | None = None) -> None: ...
     @property
     def tool(self) -> str: ...
     @property
@@ -177,7 +179,7 @@ class Codec:
         self,
         binding: Binding,
         step: str,
-        state_cbor: bytes,
+        state_cbor: bytes | bytearray,
         *,
         ttl: int = 600,
         single_use: bool = False,
@@ -199,8 +201,8 @@ class Codec:
         now: int | None = None,
         decode: bool = True,
     ) -> Verified: ...
-    def seal(self, payload: bytes, aad: bytes = b"") -> Sealed: ...
-    def unseal(self, token: str, aad: bytes = b"") -> Unsealed: ...
+    def seal(self, payload: bytes | bytearray, aad: bytes | bytearray = b"") -> Sealed: ...
+    def unseal(self, token: str, aad: bytes | bytearray = b"") -> Unsealed: ...
     def mint_many(
         self, binding: Binding, step: str, states: Iterable[Any], *, ttl: int = 600, now: int | None = None
     ) -> list[Minted | MintRefused | InvalidArgument]: ...
@@ -222,7 +224,7 @@ def state_cbor_from_json(text: str) -> bytes:
     mapping refuses, `MintRefused` (reason `state_encoding`) for JSON nested
     deeper than 16 levels."""
 
-def state_json_from_cbor(cbor: bytes) -> str | None:
+def state_json_from_cbor(cbor: bytes | bytearray) -> str | None:
     """The JSON form of a state's CBOR bytes (docs/CLI.md), as `reqstate
     verify` and the sidecar print it; None when the state has none."""
 

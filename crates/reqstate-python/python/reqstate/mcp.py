@@ -182,7 +182,7 @@ class InProcessCodec:
         else:
             raise TypeError("InProcessCodec takes a reqstate.Codec or a reqstate.Keyring")
         if not isinstance(aad, bytes | bytearray):
-            raise TypeError("aad must be bytes")
+            raise TypeError(f"aad must be bytes or bytearray, not {type(aad).__name__}")
         self.allow_readable = bool(allow_readable)
         if not self.allow_readable:
             _refuse_readable(keyring, "InProcessCodec")
