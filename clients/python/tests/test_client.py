@@ -21,6 +21,7 @@ from reqstate_client import (
     KeyStatus,
     Minted,
     MintItem,
+    PermissionDeniedError,
     Reason,
     ReqstateError,
     TransportError,
@@ -409,9 +410,53 @@ def test_bearer_token_is_required(sidecar: Sidecar, transport: str) -> None:
                     call()
                 assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
                 assert not isinstance(refused.value, TransportError)
+                # The call gate's refusal, said as such and with what to do:
+                # not a reason of the format (it read `reason: unrecognized`).
+                assert refused.value.refusal == "unauthenticated" and refused.value.reason is None
+                assert "unrecognized" not in str(refused.value)
+                said = str(refused.value)
+                assert "requires a bearer token" in said and "pass token=... to Client" in said
             assert client.health() == "SERVING"
     with sidecar.client(transport, token=AUTH_TOKEN) as client:
         assert client.list_keys().keys
+
+
+def test_a_uid_not_allowed_is_told_so() -> None:
+    """PERMISSION_DENIED (--allow-uid without this process's uid): the gate's
+    refusal, and which uid to allow."""
+    other = os.geteuid() + 1
+    process = Sidecar(args=["--allow-uid", str(other)])
+    try:
+        with process.client("unix") as client:
+            with pytest.raises(PermissionDeniedError) as refused:
+                client.mint("t", "s")
+        assert refused.value.code is grpc.StatusCode.PERMISSION_DENIED
+        assert refused.value.refusal == "permission_denied" and refused.value.reason is None
+        assert "unrecognized" not in str(refused.value)
+        assert f"--allow-uid: run as one of them or add this process's uid ({os.geteuid()})" in str(refused.value)
+    finally:
+        process.stop()
+
+
+def test_a_client_deadline_is_told_so(sidecar: Sidecar) -> None:
+    """A deadline the client set and missed (no answer from the sidecar, so
+    no trailer): `deadline_exceeded`, and how to give it longer."""
+    with sidecar.client("unix", timeout=1e-6) as client:
+        with pytest.raises(TransportError) as late:
+            client.list_keys()
+    assert late.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert late.value.refusal == "deadline_exceeded" and late.value.reason is None
+    assert "pass a longer timeout=" in str(late.value)
+
+
+def test_a_format_reason_stays_the_reason(sidecar: Sidecar) -> None:
+    """A refusal with a reason of the format keeps it in `reason`, and
+    `refusal` is its code."""
+    with sidecar.client() as client:
+        with pytest.raises(InvalidRequestError) as refused:
+            client.mint("t", "s", ttl_seconds=10**9)
+    assert refused.value.reason is Reason.LIFETIME_TOO_LONG
+    assert refused.value.refusal == "lifetime_too_long" and "(reason: lifetime_too_long)" in str(refused.value)
 
 
 def test_unreachable_sidecar_raises_transport_error(dead_unix_target: str) -> None:
@@ -433,6 +478,8 @@ def test_unreachable_sidecar_raises_transport_error(dead_unix_target: str) -> No
                 assert isinstance(failed.value, ReqstateError)
                 assert failed.value.code is grpc.StatusCode.UNAVAILABLE
                 assert target in str(failed.value)
+                assert failed.value.refusal == "unavailable" and failed.value.reason is None
+                assert f"is the sidecar running and listening at {target}?" in str(failed.value)
             assert time.monotonic() - started < 10  # fails fast, does not hang
 
 
