@@ -1,9 +1,50 @@
-//! Reading a keyring file from disk: who may read it, who may replace it,
-//! then full validation by the core; and the same checks for the secret
-//! files it names ([`KeyringSecrets`], the core's `SecretSource`).
+//! Keyring files for Rust programs that mint and verify `requestState`
+//! tokens with [`reqstate`]: read from disk with the checks every reqstate
+//! program makes (who may read the file, who may replace it), validated by
+//! the core, kept in service and reloaded when the program asks.
 //!
-//! The core crate does no I/O; this is the one place keyring files are read,
-//! shared by the sidecar, the Python package and the examples.
+//! - [`KeyringFile`]: the keyring file in service, as a [`reqstate::Codec`]
+//!   ([`KeyringFile::current`], an atomic load), reloaded with
+//!   [`KeyringFile::reload_if_changed`] (one `stat` when nothing changed) or
+//!   [`KeyringFile::reload`]; a bad file is refused and the last good
+//!   keyring stays.
+//! - [`create_new`]: a new keyring file with a fresh random key, mode `0600`
+//!   (what `reqstate keys new --keyring FILE` does).
+//! - [`replace_keyring_file`]: an edited keyring, validated, then written
+//!   atomically with mode `0600`.
+//! - [`load_keyring_file`]: one checked read, for programs that manage
+//!   reloads themselves (the `reqstate` sidecar, the Python package);
+//!   [`KeyringSecrets`] resolves `secret_file` and `secret_env` with the
+//!   same checks (the core's [`reqstate::SecretSource`]).
+//!
+//! The checks (docs/KEYRING.md, "Ownership and permissions"): the file is a
+//! regular file of at most 1 MiB, owned by this process's user or root, not
+//! writable by group or others and not readable by them unless allowed
+//! ([`KeyringFileOptions::allow_group_or_other_readable`]); every directory
+//! on its path is owned by this process's user or root and not writable by
+//! others (sticky directories excepted). `reqstate::Keyring::from_toml`
+//! checks none of this: it takes text.
+//!
+//! ```
+//! use reqstate::Algorithm;
+//! use reqstate_keyring_file::{KeyringFile, create_new};
+//!
+//! # let dir = tempfile::tempdir()?;
+//! # let path = dir.path().join("keyring.toml");
+//! // Once, at install time (or `reqstate keys new --keyring keyring.toml`).
+//! create_new(&path, Algorithm::XChaCha20Poly1305)?;
+//!
+//! let keys = KeyringFile::open(&path)?;
+//! // Per request, or on the program's own timer:
+//! if let Err(error) = keys.reload_if_changed() {
+//!     eprintln!("{error}; still serving the previous keyring");
+//! }
+//! let codec = keys.current(); // mint and verify with it
+//! # assert_eq!(codec.keyring().len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Unix only (the checks read owners and modes).
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +57,26 @@ use std::path::{Path, PathBuf};
 
 use reqstate::{Keyring, KeyringError, SecretRef, SecretSource};
 use zeroize::Zeroizing;
+
+mod create;
+mod reloading;
+
+pub use create::{create_new, replace_keyring_file};
+pub use reloading::{KeyringFile, KeyringFileOptions, Reload};
+
+/// The README's snippets, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// How the command lines allow a keyring file others may read (`reqstate`,
+/// `reqstate-ts`, `python -m reqstate`): the hint of
+/// [`KeyringLoadError::InsecurePermissions`] from [`load_keyring_file`].
+pub const ALLOW_READABLE_CLI: &str = "--allow-insecure-keyring-permissions";
+
+/// How a Rust program allows a keyring file others may read: the hint of
+/// [`KeyringLoadError::InsecurePermissions`] from [`KeyringFile`].
+pub const ALLOW_READABLE_RUST: &str = "`KeyringFile::options().allow_group_or_other_readable()`";
 
 /// Longest keyring file read, in bytes. A key takes about 200 bytes; a
 /// keyring a thousand times larger than any real one is not a keyring.
@@ -32,8 +93,9 @@ pub enum KeyringPermissions {
     /// Refuse the file unless only its owner may read it (the default, as ssh
     /// does for private keys).
     OwnerOnly,
-    /// `--allow-insecure-keyring-permissions`: accept a file that group or
-    /// others may read (a Kubernetes Secret's default mode 0644, an
+    /// Accept a file that group or others may read (on the command lines
+    /// `--allow-insecure-keyring-permissions`; in Rust
+    /// [`KeyringFileOptions::allow_group_or_other_readable`]) (a Kubernetes Secret's default mode 0644, an
     /// `fsGroup`'s 0440). Writing and ownership are still checked.
     AllowGroupOrOtherReadable,
 }
@@ -85,6 +147,13 @@ pub enum KeyringLoadError {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+        /// The option of the caller's interface that accepts a file others
+        /// may read, named in the message ("or pass" an option starting
+        /// with `--`, "or allow it with" any other): [`ALLOW_READABLE_CLI`]
+        /// from [`load_keyring_file`], [`ALLOW_READABLE_RUST`] from
+        /// [`KeyringFile`]; another interface names its own with
+        /// [`KeyringLoadError::allowed_by`].
+        allow: &'static str,
     },
     /// The file belongs to a user other than the sidecar's or root.
     InsecureOwner {
@@ -147,22 +216,31 @@ impl fmt::Display for KeyringLoadError {
             KeyringLoadError::NotAKeyringFile { path, what } => {
                 write!(f, "keyring {}: {what}", path.display())
             }
-            KeyringLoadError::InsecurePermissions { path, mode } if mode & 0o022 != 0 => write!(
-                f,
-                "keyring {}: mode {:04o} lets group or others write it (and so inject keys); \
-                 run `chmod 600 {}` (--allow-insecure-keyring-permissions does not allow this)",
-                path.display(),
-                mode & 0o7777,
-                path.display()
-            ),
-            KeyringLoadError::InsecurePermissions { path, mode } => write!(
-                f,
-                "keyring {}: mode {:04o} lets group or others read it; \
-                 run `chmod 600 {}` (or pass --allow-insecure-keyring-permissions)",
-                path.display(),
-                mode & 0o7777,
-                path.display()
-            ),
+            KeyringLoadError::InsecurePermissions { path, mode, allow } if mode & 0o022 != 0 => {
+                write!(
+                    f,
+                    "keyring {}: mode {:04o} lets group or others write it (and so inject keys); \
+                     run `chmod 600 {}` ({allow} does not allow this)",
+                    path.display(),
+                    mode & 0o7777,
+                    path.display()
+                )
+            }
+            KeyringLoadError::InsecurePermissions { path, mode, allow } => {
+                let how = if allow.starts_with("--") {
+                    "pass"
+                } else {
+                    "allow it with"
+                };
+                write!(
+                    f,
+                    "keyring {}: mode {:04o} lets group or others read it; \
+                     run `chmod 600 {}` (or {how} {allow})",
+                    path.display(),
+                    mode & 0o7777,
+                    path.display()
+                )
+            }
             KeyringLoadError::InsecureOwner { path, owner, uid } => write!(
                 f,
                 "keyring {}: owned by uid {owner}, not by the sidecar's user (uid {uid}) or root; \
@@ -309,6 +387,7 @@ fn check_file(
         return Err(KeyringLoadError::InsecurePermissions {
             path: path.to_path_buf(),
             mode,
+            allow: ALLOW_READABLE_CLI,
         });
     }
     Ok(())
@@ -555,6 +634,33 @@ fn pathless(e: &KeyringLoadError) -> String {
 }
 
 impl KeyringLoadError {
+    /// The same error, its message naming `allow` as the way to accept a
+    /// keyring file others may read (an option of the caller's interface:
+    /// `"allow_insecure_permissions=True"`). Only
+    /// [`KeyringLoadError::InsecurePermissions`] names one; other errors are
+    /// returned as they are.
+    pub fn allowed_by(self, allow: &'static str) -> Self {
+        match self {
+            KeyringLoadError::InsecurePermissions { path, mode, .. } => {
+                KeyringLoadError::InsecurePermissions { path, mode, allow }
+            }
+            other => other,
+        }
+    }
+
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            KeyringLoadError::Io { path, .. }
+            | KeyringLoadError::NotAKeyringFile { path, .. }
+            | KeyringLoadError::InsecurePermissions { path, .. }
+            | KeyringLoadError::InsecureOwner { path, .. }
+            | KeyringLoadError::InsecureDirectory { path, .. }
+            | KeyringLoadError::NotUtf8 { path }
+            | KeyringLoadError::Invalid { path, .. } => path,
+        }
+    }
+
     /// What went wrong, for a file that is not the keyring itself (`file`
     /// names its kind: "secret file", "bearer token file"), without its path
     /// (a secret file's path could be key material: the caller adds what it

@@ -1,0 +1,10 @@
+//! Nothing to use: this target compiles the Rust snippets of the core
+//! crate's README (crates/reqstate/README.md), which make a keyring file and
+//! reload it with `reqstate-keyring-file`, as doctests of this package
+//! (`cargo test -p reqstate-example-key-rotation --doc`), so that they
+//! cannot rot. The core cannot run them: it cannot depend on its companion.
+
+/// The core crate's README, its snippets compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../crates/reqstate/README.md")]
+pub struct CoreReadme;
