@@ -100,6 +100,10 @@ fn input_required(name: &str, message: &str, kind: &str, state: String) -> Value
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // One fresh random key that lives as long as this run. A server serves a
+    // keyring file instead, with its checks and reloads:
+    // `reqstate_keyring_file::KeyringFile::open("keyring.toml")?`, then
+    // `handle(&keys.current(), …)` per request (examples/key-rotation).
     let codec = Codec::new(Keyring::ephemeral(
         Algorithm::XChaCha20Poly1305,
         &OsRandom::new(),

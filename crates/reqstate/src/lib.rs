@@ -10,9 +10,15 @@
 //! audience, a digest of the arguments) that is authenticated but never stored.
 //!
 //! - [`Keyring`]: keys by compact id, one primary that mints, active keys that
-//!   still verify, retired keys whose tokens are refused. Loaded from TOML;
-//!   secrets kept in files or the environment are read by the caller's
-//!   [`SecretSource`] (this crate does no I/O).
+//!   still verify, retired keys whose tokens are refused. Parsed from TOML
+//!   text ([`Keyring::from_toml`]); secrets kept in files or the environment
+//!   are read by the caller's [`SecretSource`] (this crate does no I/O). To
+//!   serve a keyring file, use the companion crate
+//!   [`reqstate-keyring-file`](https://docs.rs/reqstate-keyring-file): its
+//!   `KeyringFile` checks the file's owner, mode and directories, hands out
+//!   the [`Codec`] in service and reloads it when the file changes, keeping
+//!   the last good keyring on a bad file; its `create_new` writes a new
+//!   keyring file with a fresh random key.
 //! - [`Codec`]: [`Codec::mint`] / [`Codec::verify`] for state tokens,
 //!   [`Codec::seal`] / [`Codec::unseal`] for SDKs that stamp their own claims.
 //! - [`Binding`] (tool and [`CallContext`]) and [`Expected`] (a binding and a
@@ -33,19 +39,15 @@
 //! ```
 //! # #[cfg(feature = "std")] {
 //! use core::time::Duration;
-//! use reqstate::{Binding, Codec, Keyring};
+//! use reqstate::{Algorithm, Binding, Codec, Keyring, OsRandom};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Debug, PartialEq)]
 //! struct Counter { current: u64, amount: u64 }
 //!
-//! let keyring = Keyring::from_toml(r#"
-//!     [[key]]
-//!     id = 1
-//!     algorithm = "xchacha20-poly1305"
-//!     status = "primary"
-//!     secret = "x3l2h7UqKk0Jq8f1c2V9m4Z6p0R5s8T1u4W7y0B3d6E="
-//! "#)?;
+//! // One fresh random key, for this example; a server serves a keyring file
+//! // (`reqstate_keyring_file::KeyringFile::open("keyring.toml")?.current()`).
+//! let keyring = Keyring::ephemeral(Algorithm::XChaCha20Poly1305, &OsRandom::new())?;
 //! let codec = Codec::new(keyring);
 //! let context = reqstate::call_context(&reqstate::Call {
 //!     principal: "user-42",
