@@ -121,6 +121,10 @@ pub enum Reload {
 /// There is no watcher thread: the program decides when to look, which
 /// suits a library (no runtime, no thread to stop). The `reqstate` sidecar
 /// watches the directory with `notify` and reloads on `SIGHUP` instead.
+/// A reload reads the file on the calling thread (a few hundred bytes, one
+/// key derivation per key); where the file lives on a file system that can
+/// hang (a network mount), call the reloads from a thread of their own
+/// rather than from request handlers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -247,8 +251,16 @@ impl KeyringFile {
     /// valid and different. A version of the file already refused is not
     /// read again: [`Reload::Unchanged`], with
     /// [`last_error`](KeyringFile::last_error) still saying why.
+    ///
+    /// Made for every request: while another thread is reloading, it
+    /// returns [`Reload::Unchanged`] at once instead of waiting for that
+    /// thread's read (the next call looks again).
     pub fn reload_if_changed(&self) -> Result<Reload, KeyringLoadError> {
-        let mut state = self.lock();
+        let mut state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(Reload::Unchanged),
+        };
         let stamp = Stamp::of(&self.path);
         if stamp.is_some() && stamp == state.stamp && state.last_error.is_none() {
             return Ok(Reload::Unchanged);
@@ -348,10 +360,18 @@ mod tests {
 
     /// The file with key `id` added as `status`, its secret fresh.
     fn with_key(path: &Path, id: u32, status: &str) -> Result<String, Box<dyn std::error::Error>> {
+        with_key_text(&std::fs::read_to_string(path)?, id, status)
+    }
+
+    /// `text` with key `id` added as `status`, its secret fresh.
+    fn with_key_text(
+        text: &str,
+        id: u32,
+        status: &str,
+    ) -> Result<String, Box<dyn std::error::Error>> {
         let secret = reqstate::Secret::generate(&reqstate::OsRandom::new())?;
         Ok(format!(
-            "{}\n[[key]]\nid = {id}\nstatus = \"{status}\"\nsecret = \"{}\"\n",
-            std::fs::read_to_string(path)?,
+            "{text}\n[[key]]\nid = {id}\nstatus = \"{status}\"\nsecret = \"{}\"\n",
             &*secret.to_base64()
         ))
     }
@@ -505,6 +525,65 @@ mod tests {
         assert_eq!(keys.reload_if_changed()?, Reload::Unchanged);
         assert!(Arc::ptr_eq(&good, &keys.current()));
         assert_eq!(keys.generation(), 1);
+        Ok(())
+    }
+
+    /// Requests on several threads take the codec and look for changes while
+    /// the file is rotated under them: every token minted verifies with the
+    /// codec that minted it, and the last rotation is what they all end with.
+    #[test]
+    fn requests_on_many_threads_see_whole_keyrings_during_rotations() -> TestResult {
+        let (_dir, path) = keyring_in_private_dir()?;
+        let keys = KeyringFile::open(&path)?;
+        let context = CallContext::from_bytes([1; reqstate::CALL_CONTEXT_LEN]);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| -> TestResult {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| -> Result<u32, String> {
+                        let binding = Binding::new("tool", &context).map_err(|e| e.to_string())?;
+                        let mut rounds = 0;
+                        while !done.load(std::sync::atomic::Ordering::Relaxed) || rounds == 0 {
+                            // A reload refused here would be a bug: every file written is valid.
+                            keys.reload_if_changed().map_err(|e| e.to_string())?;
+                            let codec = keys.current();
+                            let minted = codec
+                                .mint(binding, "s", &rounds, Duration::from_secs(60))
+                                .map_err(|e| e.to_string())?;
+                            let back = codec
+                                .verify::<u32>(&minted.token, binding.step("s"))
+                                .map_err(|e| e.to_string())?;
+                            if back.state != rounds {
+                                return Err("a token came back with another state".into());
+                            }
+                            rounds += 1;
+                        }
+                        Ok(rounds)
+                    })
+                })
+                .collect();
+            let mut text = std::fs::read_to_string(&path)?;
+            for id in 2..=6 {
+                text = with_key_text(&text, id, "primary")?.replacen(
+                    "status = \"primary\"",
+                    "status = \"active\"",
+                    1,
+                );
+                replace_keyring_file(&path, &text)?;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            for worker in workers {
+                let rounds = worker.join().map_err(|_| "a worker panicked")??;
+                assert!(rounds > 0);
+            }
+            Ok(())
+        })?;
+        // The workers most likely applied the last file; if not, this does.
+        keys.reload_if_changed()?;
+        assert_eq!(keys.reload_if_changed()?, Reload::Unchanged);
+        assert_eq!(keys.current().keyring().primary().id().get(), 6);
+        assert_eq!(keys.current().keyring().len(), 6);
         Ok(())
     }
 
