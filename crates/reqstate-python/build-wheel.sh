@@ -10,8 +10,12 @@
 # VENV_PYTHON is a virtualenv's interpreter with the pinned maturin in it
 # (both runners' requirements-dev.txt pin it). The wheel is built as `pip
 # install <dir>` builds it on a fresh machine (maturin's PEP 517 backend,
-# release profile), without build isolation, into <cargo target dir>/wheels/
-# (CARGO_TARGET_DIR, default the repository's target/: incremental).
+# release profile), without build isolation, compiled in the package's own
+# target directory (crates/reqstate-python/target, from its
+# .cargo/config.toml: pip runs the build in the package's directory) or
+# $CARGO_TARGET_DIR, incrementally; the wheel is kept in <the workspace's
+# cargo target dir>/wheels/ (CARGO_TARGET_DIR, default the repository's
+# target/), where clients/python/run-tests.sh finds it too.
 #
 # Beside the wheel, `<wheel>.sources` holds the fingerprint of what it was
 # built from (wheel_sources.py: every file of the Rust packages it links that

@@ -10,10 +10,11 @@
 # requirements-dev.txt (maturin, mcp, redis-py for reqstate.redis and
 # `python -m reqstate verify --consume --replay-store`, mypy, pytest, grpcio
 # for the sidecar client), then installs this package's wheel from
-# build-wheel.sh (built as `pip install <dir>` builds it, with maturin, the
-# Rust toolchain and the shared target/ dir, or reused from target/wheels/
-# when one built from the same sources is there: clients/python/run-tests.sh
-# installs the same wheel). Idempotent: a second run reinstalls the package
+# build-wheel.sh (built as `pip install <dir>` builds it, with maturin and
+# the Rust toolchain, in the package's own target directory
+# crates/reqstate-python/target, or $CARGO_TARGET_DIR; or reused from
+# target/wheels/ when one built from the same sources is there:
+# clients/python/run-tests.sh installs the same wheel). Idempotent: a second run reinstalls the package
 # and nothing else. Needs python3 (3.10+), cargo and PyPI.
 #
 # The tests need the `reqstate` binary ($REQSTATE_BIN, default
@@ -23,7 +24,8 @@
 # their own); they fail, never skip, when one is missing. tests/test_install.py
 # also pip-installs this directory with its `mcp` extra into a fresh virtualenv
 # (PyPI, and a release build of the native module into $CARGO_TARGET_DIR,
-# default the repository's target/) and the README's quick start with it. The interpreter with the package is
+# default the package's own crates/reqstate-python/target: .cargo/config.toml)
+# and the README's quick start with it. The interpreter with the package is
 # .venv/bin/python: tests/conformance/ runs `python -m reqstate` with it
 # (or with $REQSTATE_PYTHON).
 set -euo pipefail
@@ -44,9 +46,9 @@ ensure_venv "$venv" "$here/requirements-dev.txt"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
 # The package itself, built from this directory as `pip install <dir>` does
-# on a fresh machine, but with the pinned maturin (no build isolation) and
-# the repository's target/ (CARGO_TARGET_DIR is the workspace's by default);
-# a wheel already built from these sources is reused (build-wheel.sh).
+# on a fresh machine, but with the pinned maturin (no build isolation), in
+# the package's own target directory (.cargo/config.toml; CARGO_TARGET_DIR
+# wins); a wheel already built from these sources is reused (build-wheel.sh).
 wheel="$(bash "$here/build-wheel.sh" "$venv/bin/python")"
 "${pip[@]}" install --quiet --no-deps --force-reinstall "$wheel"
 "${pip[@]}" check
