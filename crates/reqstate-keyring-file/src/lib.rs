@@ -243,7 +243,7 @@ impl fmt::Display for KeyringLoadError {
             }
             KeyringLoadError::InsecureOwner { path, owner, uid } => write!(
                 f,
-                "keyring {}: owned by uid {owner}, not by the sidecar's user (uid {uid}) or root; \
+                "keyring {}: owned by uid {owner}, not by this process's user (uid {uid}) or root; \
                  whoever owns it can inject keys. Run `chown {uid} {}`",
                 path.display(),
                 path.display()
@@ -262,7 +262,7 @@ impl fmt::Display for KeyringLoadError {
                 match problem {
                     DirectoryProblem::Owner(owner) => write!(
                         f,
-                        "is owned by uid {owner}, not by the sidecar's user or root; \
+                        "is owned by uid {owner}, not by this process's user or root; \
                          its owner can replace the keyring"
                     ),
                     DirectoryProblem::Writable(mode) => write!(
@@ -278,7 +278,7 @@ impl fmt::Display for KeyringLoadError {
                          uid {owner}, who can replace it"
                     ),
                     DirectoryProblem::Unchecked => f.write_str(
-                        "changed while it was being checked; the next change or SIGHUP reloads",
+                        "changed while it was being checked; the next reload checks it again",
                     ),
                 }
             }
@@ -412,7 +412,7 @@ fn check_directories(path: &Path, opened: &Metadata, uid: u32) -> Result<(), Key
     let now = std::fs::metadata(&resolved).map_err(io_error)?;
     if (now.dev(), now.ino()) != (opened.dev(), opened.ino()) {
         return Err(io_error(std::io::Error::other(
-            "the file was replaced while it was being read; the next change or SIGHUP reloads it",
+            "the file was replaced while it was being read; the next reload reads it again",
         )));
     }
     let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
@@ -459,12 +459,23 @@ pub fn load_keyring_file(
     path: &Path,
     permissions: KeyringPermissions,
 ) -> Result<LoadedKeyringFile, KeyringLoadError> {
-    let contents = read_protected_file(path, permissions, MAX_KEYRING_FILE_LEN)?;
+    load_as(path, permissions, ALLOW_READABLE_CLI)
+}
+
+/// [`load_keyring_file`], its refusals of a readable keyring or secret file
+/// naming `allow` as the option that accepts one.
+pub(crate) fn load_as(
+    path: &Path,
+    permissions: KeyringPermissions,
+    allow: &'static str,
+) -> Result<LoadedKeyringFile, KeyringLoadError> {
+    let contents = read_protected_file(path, permissions, MAX_KEYRING_FILE_LEN)
+        .map_err(|e| e.allowed_by(allow))?;
     let text = std::str::from_utf8(&contents).map_err(|_| KeyringLoadError::NotUtf8 {
         path: path.to_path_buf(),
     })?;
     let secrets = Recording {
-        source: KeyringSecrets::new(&watched_directory(path), permissions),
+        source: KeyringSecrets::new(&watched_directory(path), permissions).allowed_by(allow),
         resolved: std::cell::RefCell::new(Vec::new()),
     };
     let keyring =
@@ -564,6 +575,7 @@ pub const MAX_SECRET_FILE_LEN: u64 = 4096;
 pub struct KeyringSecrets {
     dir: PathBuf,
     permissions: KeyringPermissions,
+    allow: &'static str,
 }
 
 impl KeyringSecrets {
@@ -573,7 +585,17 @@ impl KeyringSecrets {
         KeyringSecrets {
             dir: keyring_dir.to_path_buf(),
             permissions,
+            allow: ALLOW_READABLE_CLI,
         }
+    }
+
+    /// The same source, its refusals of a readable secret file naming
+    /// `allow` as the option that accepts one (as
+    /// [`KeyringLoadError::allowed_by`] does; [`ALLOW_READABLE_CLI`] by
+    /// default).
+    pub fn allowed_by(mut self, allow: &'static str) -> Self {
+        self.allow = allow;
+        self
     }
 
     fn read_file(&self, path: &str) -> Result<Zeroizing<String>, String> {
@@ -592,7 +614,7 @@ impl KeyringSecrets {
         }
         check_file(&resolved, &meta, self.permissions, uid)
             .and_then(|()| check_directories(&resolved, &meta, uid))
-            .map_err(|e| pathless(&e))?;
+            .map_err(|e| pathless(&e.allowed_by(self.allow)))?;
         let mut bytes = Zeroizing::new(Vec::new());
         file.take(MAX_SECRET_FILE_LEN + 1)
             .read_to_end(&mut bytes)
@@ -674,20 +696,26 @@ impl KeyringLoadError {
                 "mode {:04o} lets other users write the {file}; never accepted",
                 mode & 0o7777
             ),
-            KeyringLoadError::InsecurePermissions { mode, .. } => format!(
+            KeyringLoadError::InsecurePermissions { mode, allow, .. } => format!(
                 "mode {:04o} lets other users read the {file}; `chmod 600` it, or allow \
-             readable keyring files (reqstate serve --allow-insecure-keyring-permissions) \
-             if a volume's mode is fixed",
-                mode & 0o7777
+             readable keyring files ({}{allow}) if a volume's mode is fixed",
+                mode & 0o7777,
+                if *allow == ALLOW_READABLE_CLI {
+                    "reqstate serve "
+                } else {
+                    ""
+                }
             ),
             KeyringLoadError::InsecureOwner { owner, uid, .. } => {
-                format!("the {file} belongs to uid {owner}, not to the sidecar's uid {uid} or root")
+                format!(
+                    "the {file} belongs to uid {owner}, not to this process's uid {uid} or root"
+                )
             }
             // Neither the directory nor the entry is named: both are parts of the path.
             KeyringLoadError::InsecureDirectory { problem, .. } => match problem {
                 DirectoryProblem::Owner(owner) => format!(
                     "a directory on the {file}'s path belongs to uid {owner}, \
-                 not to the sidecar's user or root"
+                 not to this process's user or root"
                 ),
                 DirectoryProblem::Writable(mode) => format!(
                     "a directory on the {file}'s path has mode {:04o}: \

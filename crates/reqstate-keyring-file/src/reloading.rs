@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::ArcSwap;
 use reqstate::{Codec, Policy, Zeroizing};
 
-use crate::{ALLOW_READABLE_RUST, KeyringLoadError, KeyringPermissions, load_keyring_file};
+use crate::{ALLOW_READABLE_RUST, KeyringLoadError, KeyringPermissions, load_as};
 
 /// How to open a [`KeyringFile`]: its permission rule and the policy of the
 /// codec it serves. `KeyringFile::options()` starts from the defaults:
@@ -54,13 +54,12 @@ impl KeyringFileOptions {
         self
     }
 
-    /// Loads the keyring file at `path` with [`load_keyring_file`]'s checks,
+    /// Loads the keyring file at `path` with [`load_keyring_file`](crate::load_keyring_file)'s checks,
     /// and the codec around it ([`Codec::new`] with the policy).
     pub fn open(self, path: impl AsRef<Path>) -> Result<KeyringFile, KeyringLoadError> {
         let path = path.as_ref().to_path_buf();
         let stamp = Stamp::of(&path);
-        let loaded = load_keyring_file(&path, self.permissions)
-            .map_err(|e| e.allowed_by(ALLOW_READABLE_RUST))?;
+        let loaded = load_as(&path, self.permissions, ALLOW_READABLE_RUST)?;
         let codec = Codec::new(loaded.keyring).with_policy(self.policy);
         check_schedule(&path, &codec)?;
         Ok(KeyringFile {
@@ -95,7 +94,7 @@ pub enum Reload {
 
 /// A keyring file in service, for a Rust program that mints and verifies
 /// with it (an MCP server): loaded with the checks of
-/// [`load_keyring_file`], served as a [`Codec`], reloaded when the program
+/// [`load_keyring_file`](crate::load_keyring_file), served as a [`Codec`], reloaded when the program
 /// asks.
 ///
 /// - [`current`](KeyringFile::current) is cheap (an atomic load, no lock, no
@@ -285,9 +284,8 @@ impl KeyringFile {
         state: &mut State,
         stamp: Option<Stamp>,
     ) -> Result<Reload, KeyringLoadError> {
-        let loaded = load_keyring_file(&self.path, self.permissions)
-            .map_err(|e| e.allowed_by(ALLOW_READABLE_RUST))
-            .and_then(|loaded| {
+        let loaded =
+            load_as(&self.path, self.permissions, ALLOW_READABLE_RUST).and_then(|loaded| {
                 if loaded.contents == state.last_good {
                     return Ok(None);
                 }
@@ -338,7 +336,7 @@ impl fmt::Debug for KeyringFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{create_new, replace_keyring_file};
+    use crate::{create_new, load_keyring_file, replace_keyring_file};
     use reqstate::{Algorithm, Binding, CallContext, Refusal};
     use std::os::unix::fs::PermissionsExt;
     use std::time::Duration;
@@ -414,6 +412,39 @@ mod tests {
                 .contains("pass --allow-insecure-keyring-permissions"),
             "{cli}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_readable_secret_file_is_refused_naming_the_rust_option() -> TestResult {
+        let (dir, path) = keyring_in_private_dir()?;
+        let secret = dir.path().join("key-1");
+        std::fs::write(&secret, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n")?;
+        chmod(&secret, 0o644)?;
+        std::fs::write(
+            &path,
+            "[[key]]\nid = 1\nstatus = \"primary\"\nsecret_file = \"key-1\"\n",
+        )?;
+        let err = KeyringFile::open(&path)
+            .err()
+            .ok_or("a world-readable secret file was accepted")?;
+        let text = err.to_string();
+        assert!(text.contains("secret_file: mode 0644"), "{text}");
+        assert!(text.contains("allow_group_or_other_readable()"), "{text}");
+        assert!(!text.contains("reqstate serve"), "{text}");
+        // The command lines' loader names their flag.
+        let cli = load_keyring_file(&path, KeyringPermissions::OwnerOnly)
+            .err()
+            .ok_or("a world-readable secret file was accepted")?;
+        assert!(
+            cli.to_string()
+                .contains("(reqstate serve --allow-insecure-keyring-permissions)"),
+            "{cli}"
+        );
+        let keys = KeyringFile::options()
+            .allow_group_or_other_readable()
+            .open(&path)?;
+        assert_eq!(keys.current().keyring().len(), 1);
         Ok(())
     }
 
