@@ -47,6 +47,14 @@ SUITES = [
 ]
 
 
+# Files outside a package whose snippets a package compiles as doctests.
+DOCTESTED = {
+    "README.md": "reqstate-example-key-rotation",
+    "docs/KEYRING.md": "reqstate-example-key-rotation",
+    "crates/reqstate/README.md": "reqstate-example-key-rotation",
+}
+
+
 def git(*args):
     return subprocess.run(
         ["git", *args], check=True, capture_output=True, text=True
@@ -110,6 +118,10 @@ def main():
         name = owner(path, dirs)
         if name:
             packages.add(name)
+        if path in DOCTESTED:
+            packages.add(DOCTESTED[path])
+        if path.startswith("crates/reqstate-keyring-file/"):
+            packages.add("reqstate-example-key-rotation")
         if path in ("Cargo.toml", "Cargo.lock"):
             packages.add("reqstate")
         if path.startswith(("crates/reqstate/", "tests/vectors/")):

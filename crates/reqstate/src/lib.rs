@@ -171,7 +171,3 @@ pub use types::{
 /// source needs no `zeroize` dependency of its own.
 pub use zeroize::Zeroizing;
 
-/// The README's Rust snippets, compiled as doctests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
