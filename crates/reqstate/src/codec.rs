@@ -3,7 +3,7 @@
 //! downward: parse the header (token), look up the key (keyring), check the
 //! tag (crypto), decode the claims (claims), check the bindings (here).
 
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -241,7 +241,7 @@ impl Codec {
         );
         let state_at = out.len();
         ciborium::into_writer(state, &mut out)
-            .map_err(|e| MintError::StateEncoding(e.to_string()))?;
+            .map_err(|e| MintError::StateEncoding(cbor_write_error(e)))?;
         check_state_item(&out[state_at..]).map_err(|e| MintError::StateEncoding(e.into()))?;
         if single_use {
             self.random.fill(&mut out[id_at..id_at + TOKEN_ID_LEN])?;
@@ -540,7 +540,32 @@ type Checked<T> = (Verified<T>, Option<[u8; TOKEN_ID_LEN]>, u64);
 fn decode_state<T: DeserializeOwned>(state: &[u8]) -> Result<T, Refusal> {
     match cbor4ii::serde::from_slice(state) {
         Ok(state) => Ok(state),
-        Err(_) => ciborium::from_reader(state).map_err(|e| Refusal::StateDecoding(e.to_string())),
+        Err(_) => {
+            ciborium::from_reader(state).map_err(|e| Refusal::StateDecoding(cbor_read_error(e)))
+        }
+    }
+}
+
+/// ciborium's reading error for people: its `Display` is its debug text
+/// (`Semantic(None, "invalid type: map, expected string")`).
+fn cbor_read_error<E>(error: ciborium::de::Error<E>) -> String {
+    use ciborium::de::Error;
+    match error {
+        // A slice's only reading error is its end.
+        Error::Io(_) => "the state ends early".into(),
+        Error::Syntax(at) => alloc::format!("the state is not well-formed CBOR at byte {at}"),
+        Error::Semantic(Some(at), message) => alloc::format!("{message} (state byte {at})"),
+        Error::Semantic(None, message) => message,
+        Error::RecursionLimitExceeded => "the state is nested too deep to read".into(),
+    }
+}
+
+/// ciborium's writing error for people (its `Display` is `Value("…")`).
+fn cbor_write_error<E>(error: ciborium::ser::Error<E>) -> String {
+    match error {
+        // Writing to a Vec cannot fail.
+        ciborium::ser::Error::Io(_) => "the state could not be written".into(),
+        ciborium::ser::Error::Value(message) => message,
     }
 }
 

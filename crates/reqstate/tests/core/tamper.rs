@@ -439,10 +439,35 @@ fn state_of_the_wrong_type_is_a_decoding_error_after_verification() {
         .mint(bind(TOOL, b""), "s", &"text", Duration::from_secs(60))
         .expect("mint")
         .token;
-    assert!(matches!(
-        c.verify::<Counter>(&token, bind(TOOL, b"").any_step()),
-        Err(Refusal::StateDecoding(_))
-    ));
+    match c.verify::<Counter>(&token, bind(TOOL, b"").any_step()) {
+        // A message for people: serde's words, never ciborium's debug text
+        // (`Semantic(None, "invalid type: …")`).
+        Err(Refusal::StateDecoding(message)) => {
+            assert!(message.starts_with("invalid type: string"), "{message}");
+            assert!(!message.contains("Semantic"), "{message}");
+        }
+        other => panic!("expected state_decoding, got {other:?}"),
+    }
+}
+
+/// A state serde cannot write: the message is the serializer's own words,
+/// not ciborium's debug text (`Value("…")`).
+#[test]
+fn state_encoding_errors_read_as_text() {
+    struct Unwritable;
+    impl serde::Serialize for Unwritable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("this state has no CBOR form"))
+        }
+    }
+    let c = codec(Algorithm::DEFAULT);
+    match c.mint(bind(TOOL, b""), "s", &Unwritable, Duration::from_secs(60)) {
+        Err(e @ MintError::StateEncoding(_)) => assert_eq!(
+            e.to_string(),
+            "state could not be encoded as CBOR: this state has no CBOR form"
+        ),
+        other => panic!("expected state_encoding, got {:?}", other.map(|m| m.token)),
+    }
 }
 
 #[test]
