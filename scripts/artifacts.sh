@@ -206,7 +206,10 @@ if wants npm; then
         xargs -0 cp --parents -t "$copy")
     [[ -f "$copy/package.json" && ! -e "$copy/dist" ]] || die "clean copy of clients/typescript"
     if [[ -x "$ts/node_modules/typescript/bin/tsc" ]]; then ln -s "$ts/node_modules" "$copy/node_modules"; fi
-    (cd "$copy" && npm pack --json --pack-destination "$out" "${npm_opts[@]}") >"$work/pack.json"
+    # (prepare's `npm ci`, when it runs, inherits --json: its report goes to
+    # the log, shown only if packing fails.)
+    (cd "$copy" && npm pack --json --pack-destination "$out" "${npm_opts[@]}") >"$work/pack.json" 2>"$work/pack.log" ||
+        { cat "$work/pack.log" >&2; die "npm pack"; }
     tarball="$out/$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[0]["filename"])' "$work/pack.json")"
     [[ -f "$tarball" ]] || die "npm pack made no tarball"
     python3 - "$work/pack.json" <<'EOF' || die "the tarball's files (above)"
