@@ -56,7 +56,12 @@ pub fn state_from_cbor(bytes: &[u8]) -> Result<ciborium::Value, String> {
     let value: ciborium::Value = match ciborium::from_reader(&mut rest) {
         Ok(value) => value,
         Err(ciborium::de::Error::RecursionLimitExceeded) => return Ok(too_deep_state()),
-        Err(e) => return Err(format!("not a well-formed CBOR data item: {e}")),
+        Err(e) => {
+            return Err(format!(
+                "not a well-formed CBOR data item: {}",
+                cbor_read_error(&e)
+            ));
+        }
     };
     if !rest.is_empty() {
         return Err(format!(
@@ -68,7 +73,7 @@ pub fn state_from_cbor(bytes: &[u8]) -> Result<ciborium::Value, String> {
     // NaN with a payload or its sign set (`f97e01`, `f9fe00`) would else
     // survive the round trip.
     let mut again = Vec::with_capacity(bytes.len());
-    ciborium::into_writer(&one_nan(&value), &mut again).map_err(|e| e.to_string())?;
+    ciborium::into_writer(&one_nan(&value), &mut again).map_err(|e| cbor_write_error(&e))?;
     if again != bytes {
         return Err(format!(
             "not in preferred serialization (docs/CLI.md): it would be embedded as {}",
@@ -289,7 +294,8 @@ impl std::fmt::Display for StateJsonError {
         match self {
             StateJsonError::Json(e) => match e.kind() {
                 ErrorKind::DuplicateKey(key) => {
-                    write!(f, "not accepted: the object key {key:?} appears twice")
+                    let key = serde_json::Value::String(key.to_string());
+                    write!(f, "not accepted: the object key {key} appears twice")
                 }
                 _ => write!(f, "not valid JSON: {e}"),
             },
@@ -306,6 +312,37 @@ impl std::fmt::Display for StateJsonError {
 }
 
 impl std::error::Error for StateJsonError {}
+
+/// The one message of a refused JSON state, for the command line's
+/// `--state-json` and the sidecar's `state_json` alike: `what` (the flag or
+/// field) and where the text went wrong (`state_json: not valid JSON: … at
+/// byte 1`).
+pub fn state_json_error(what: &str, error: &StateJsonError) -> String {
+    format!("{what}: {error}")
+}
+
+/// A CBOR reading error for people: what went wrong and at which byte,
+/// never ciborium's debug text (`Semantic(None, "…")`).
+pub fn cbor_read_error<T: std::fmt::Display>(error: &ciborium::de::Error<T>) -> String {
+    use ciborium::de::Error;
+    match error {
+        Error::Io(e) => format!("cannot read: {e}"),
+        Error::Syntax(at) => format!("not well-formed at byte {at}"),
+        Error::Semantic(Some(at), message) => format!("{message} at byte {at}"),
+        Error::Semantic(None, message) => message.clone(),
+        Error::RecursionLimitExceeded => "nested too deep to read".to_owned(),
+    }
+}
+
+/// A CBOR writing error for people (ciborium's own `Display` is its debug
+/// text: `Value("a set has no CBOR form …")`).
+pub fn cbor_write_error<T: std::fmt::Display>(error: &ciborium::ser::Error<T>) -> String {
+    use ciborium::ser::Error;
+    match error {
+        Error::Io(e) => format!("cannot write: {e}"),
+        Error::Value(message) => message.clone(),
+    }
+}
 
 /// `--state-json` (and the sidecar's `state_json`): JSON text to the CBOR
 /// value minted, by the one mapping of docs/CLI.md: numbers written with a

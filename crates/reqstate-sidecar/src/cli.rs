@@ -42,9 +42,14 @@ impl Cli {
         T: Into<OsString> + Clone,
     {
         Cli::try_parse_from(args).map_err(|e| {
-            // Printing can only fail if stderr/stdout is gone; the exit code still says it.
-            let _ = e.print();
-            if e.use_stderr() { EXIT_BAD_CONFIG } else { 0 }
+            let code = if e.use_stderr() { EXIT_BAD_CONFIG } else { 0 };
+            match e.print() {
+                Ok(()) => code,
+                // `--help | head -c0`: the reader has gone; exit as Unix tools do.
+                Err(io) if !e.use_stderr() => crate::output::write_failed(&io),
+                // Standard error is gone: the exit code still says it.
+                Err(_) => code,
+            }
         })
     }
 }
@@ -60,10 +65,22 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
-    /// Mint a token locally with a keyring file; prints JSON.
+    /// Mint a token with a keyring file, or with a running sidecar
+    /// (`--connect`); prints JSON.
     Mint(MintArgs),
-    /// Verify a token locally with a keyring file; prints JSON, exits 1 when invalid.
+    /// Verify a token with a keyring file, or with a running sidecar
+    /// (`--connect`); prints JSON, exits 1 when invalid.
     Verify(VerifyArgs),
+    /// Verify a single-use token and spend it: `verify --consume`. Locally it
+    /// needs `--replay-store URL` (a record kept only for one run would not
+    /// make the token single-use); with `--connect` the sidecar's store spends it.
+    Consume(ConsumeArgs),
+    /// Seal an opaque payload (FORMAT.md §6), with a keyring file or a
+    /// running sidecar; prints `{"token","key_id"}`.
+    Seal(SealArgs),
+    /// Open a sealed token; prints `{"valid":true,"payload_hex","key_id"}`,
+    /// or `{"valid":false,"reason","message"}` and exits 1.
+    Unseal(UnsealArgs),
     /// Show a token's header (version, kind, key id, algorithm, size) without
     /// keys. Never decrypts or verifies anything.
     Inspect(InspectArgs),
@@ -91,6 +108,14 @@ pub struct HealthArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub timeout_ms: u64,
 
+    /// TLS for a `tcp:` address.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// The client side of TLS, for `health` and `--connect`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsArgs {
     /// TCP only: connect with TLS, trusting this CA (PEM).
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
@@ -105,9 +130,41 @@ pub struct HealthArgs {
     pub tls_key: Option<PathBuf>,
 
     /// TCP only: the name to expect in the server certificate. Default: the
-    /// host of `--listen`.
+    /// host of the address.
     #[arg(long, value_name = "NAME", requires = "tls_ca")]
     pub tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// Whether any TLS flag was given.
+    pub fn any(&self) -> bool {
+        self.tls_ca.is_some()
+            || self.tls_cert.is_some()
+            || self.tls_key.is_some()
+            || self.tls_server_name.is_some()
+    }
+}
+
+/// How to reach a running sidecar instead of reading a keyring file
+/// (docs/CLI.md, "Against a running sidecar").
+#[derive(Debug, Clone, Default, Args)]
+pub struct RemoteArgs {
+    /// Ask the running sidecar at this address instead of reading a keyring
+    /// file: `tcp:HOST:PORT` or `unix:PATH` (the forms of `serve --listen`).
+    /// The output is the same JSON as the local command's.
+    #[arg(long, env = "REQSTATE_CONNECT", value_name = "ADDR")]
+    pub connect: Option<String>,
+    /// With --connect: send the first token of this file (the sidecar's
+    /// --auth-token-file format) as `authorization: Bearer`.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// With --connect: TLS for a `tcp:` address.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// With --connect: give up after this many milliseconds (connecting
+    /// included); exit 69.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// The flags of `reqstate serve`.
@@ -205,8 +262,10 @@ pub struct ServeArgs {
     pub socket_group: Option<String>,
 
     /// Lifetime of tokens minted with `ttl_seconds = 0`, in seconds.
-    #[arg(long, env = "REQSTATE_DEFAULT_TTL", default_value_t = 600)]
-    pub default_ttl: u64,
+    /// Default: 600, or --max-ttl when that is shorter.
+    #[arg(long, env = "REQSTATE_DEFAULT_TTL", value_name = "SECONDS",
+          allow_hyphen_values = true, value_parser = seconds)]
+    pub default_ttl: Option<u64>,
 
     /// Longest lifetime minted or accepted, in seconds (at most 30 days).
     #[arg(long, env = "REQSTATE_MAX_TTL", default_value_t = Policy::DEFAULT_MAX_LIFETIME)]
@@ -430,11 +489,20 @@ pub enum KeysCommand {
         allow_insecure_keyring_permissions: bool,
     },
     /// List the keys (never their secrets): what each does now, and its
-    /// schedule.
+    /// schedule; of a keyring file, or of a running sidecar (`--connect`,
+    /// over ListKeys: the confirmation step of a rotation on each replica).
     List {
         /// The keyring file.
-        #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
-        keyring: PathBuf,
+        #[arg(
+            long,
+            env = "REQSTATE_KEYRING",
+            value_name = "FILE",
+            required_unless_present = "connect"
+        )]
+        keyring: Option<PathBuf>,
+        /// Ask a running sidecar instead.
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -481,12 +549,21 @@ impl From<AlgorithmArg> for reqstate::Algorithm {
     }
 }
 
-/// Flags shared by the local `mint` and `verify` commands.
+/// Where the keys of `mint`, `verify`, `consume`, `seal` and `unseal` come
+/// from: a keyring file, or a running sidecar.
 #[derive(Debug, Args)]
 pub struct LocalKeyringArgs {
-    /// The keyring file.
-    #[arg(long, env = "REQSTATE_KEYRING", value_name = "FILE")]
-    pub keyring: PathBuf,
+    /// The keyring file (not with --connect).
+    #[arg(
+        long,
+        env = "REQSTATE_KEYRING",
+        value_name = "FILE",
+        required_unless_present = "connect"
+    )]
+    pub keyring: Option<PathBuf>,
+    /// Or a running sidecar.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     /// Read a keyring file that group or others may read.
     #[arg(long, env = "REQSTATE_ALLOW_INSECURE_KEYRING_PERMISSIONS")]
     pub allow_insecure_keyring_permissions: bool,
@@ -521,18 +598,43 @@ pub struct LocalCodecArgs {
     /// Context bound into the token: the bytes of this file, as they are.
     #[arg(long, value_name = "FILE", group = "context_source")]
     pub context_file: Option<PathBuf>,
+    /// The policy and clock of a local run.
+    #[command(flatten)]
+    pub policy: LocalPolicyArgs,
+}
+
+/// The clock and policy of a local run (a sidecar has its own: these are
+/// refused with --connect).
+#[derive(Debug, Args)]
+pub struct LocalPolicyArgs {
     /// The clock reading to use, in unix seconds. Default: the system clock.
     #[arg(long, value_name = "UNIX_SECONDS")]
     pub now: Option<u64>,
-    /// Longest token minted or accepted, in characters.
-    #[arg(long, value_name = "CHARS", default_value_t = Policy::DEFAULT_MAX_TOKEN_LEN)]
-    pub max_token_len: usize,
+    /// Longest token minted or accepted, in characters. Default: 8192.
+    #[arg(long, value_name = "CHARS")]
+    pub max_token_len: Option<usize>,
     /// Clock leeway for issue and expiry times, in seconds (at most 600).
-    #[arg(long, value_name = "SECONDS", default_value_t = Policy::DEFAULT_CLOCK_LEEWAY)]
-    pub clock_leeway: u64,
+    /// Default: 60.
+    #[arg(long, value_name = "SECONDS")]
+    pub clock_leeway: Option<u64>,
     /// Longest lifetime minted or accepted, in seconds (at most 30 days).
-    #[arg(long, value_name = "SECONDS", default_value_t = Policy::DEFAULT_MAX_LIFETIME)]
-    pub max_lifetime: u64,
+    /// Default: 86400.
+    #[arg(long, value_name = "SECONDS")]
+    pub max_lifetime: Option<u64>,
+}
+
+impl LocalPolicyArgs {
+    /// The first flag given, by name (they have no meaning with --connect).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.now.is_some(), "--now"),
+            (self.max_token_len.is_some(), "--max-token-len"),
+            (self.clock_leeway.is_some(), "--clock-leeway"),
+            (self.max_lifetime.is_some(), "--max-lifetime"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
 }
 
 /// `reqstate mint`.
@@ -557,7 +659,8 @@ pub struct MintArgs {
     #[arg(long, value_name = "HEX", allow_hyphen_values = true)]
     pub state_cbor_hex: Option<String>,
     /// Lifetime in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600,
+          allow_hyphen_values = true, value_parser = seconds)]
     pub ttl: u64,
     /// Mint a single-use token (FORMAT.md §5.1): accepted once, by a
     /// verifier that consumes it.
@@ -575,7 +678,55 @@ pub struct VerifyArgs {
     /// alias.)
     #[arg(long, alias = "step", value_name = "STEP", allow_hyphen_values = true)]
     pub expected_step: Option<String>,
-    /// The token, or `-` to read it from standard input.
+    /// The token.
+    #[command(flatten)]
+    pub token: TokenArgs,
+    /// Check a single-use token as a consuming verifier does (FORMAT.md §8
+    /// step 15). The spent-token record lives only for this run unless
+    /// `--replay-store` names a Redis: then the token is spent there, for
+    /// every verifier sharing it. With --connect, the sidecar's store spends
+    /// it (`reqstate consume`).
+    #[arg(long)]
+    pub consume: bool,
+    /// The shared spent-token store.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+}
+
+/// `reqstate consume`: `verify --consume`.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// Keys, tool, context, clock and policy.
+    #[command(flatten)]
+    pub codec: LocalCodecArgs,
+    /// The step the token must be for, if any.
+    #[arg(long, value_name = "STEP", allow_hyphen_values = true)]
+    pub expected_step: Option<String>,
+    /// The token.
+    #[command(flatten)]
+    pub token: TokenArgs,
+    /// The shared spent-token store (needed without --connect).
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+}
+
+impl From<ConsumeArgs> for VerifyArgs {
+    fn from(args: ConsumeArgs) -> Self {
+        VerifyArgs {
+            codec: args.codec,
+            expected_step: args.expected_step,
+            token: args.token,
+            consume: true,
+            replay: args.replay,
+        }
+    }
+}
+
+/// A token argument: positional or `--token`, `-` for standard input.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The token, or `-` to read it from standard input (the token itself,
+    /// or the JSON that `mint` or `seal` prints: its `token` is taken).
     #[arg(
         long = "token",
         value_name = "TOKEN",
@@ -583,20 +734,20 @@ pub struct VerifyArgs {
         allow_hyphen_values = true
     )]
     pub token_flag: Option<String>,
-    /// The token, or `-` to read it from standard input.
+    /// The token, or `-` to read it from standard input (the token itself,
+    /// or the JSON that `mint` or `seal` prints: its `token` is taken).
     #[arg(required_unless_present = "token_flag")]
     pub token: Option<String>,
-    /// Check a single-use token as a consuming verifier does (FORMAT.md §8
-    /// step 15). The spent-token record lives only for this run unless
-    /// `--replay-store` names a Redis: then the token is spent there, for
-    /// every verifier sharing it.
-    #[arg(long)]
-    pub consume: bool,
+}
+
+/// The shared spent-token store of a local `verify --consume` / `consume`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
     /// With `--consume`: record the token in this Redis
     /// (`redis://[user:password@]host:port[/db]`, `rediss://…`,
     /// `unix:///path`), by the rule every implementation follows
     /// (docs/SINGLE_USE.md).
-    #[arg(long, value_name = "URL", requires = "consume")]
+    #[arg(long, value_name = "URL")]
     pub replay_store: Option<String>,
     /// With `--replay-store`: prefix of the record names.
     #[arg(long, value_name = "PREFIX", requires = "replay_store",
@@ -619,6 +770,85 @@ pub struct VerifyArgs {
         default_value_t = 2000
     )]
     pub replay_max_skew_ms: u64,
+}
+
+/// Associated data of `seal` and `unseal` (empty by default).
+#[derive(Debug, Args)]
+pub struct AadArgs {
+    /// Associated data bound into the sealed token: its UTF-8 bytes.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        group = "aad_source",
+        allow_hyphen_values = true
+    )]
+    pub aad: Option<String>,
+    /// Associated data, as hex.
+    #[arg(
+        long,
+        value_name = "HEX",
+        group = "aad_source",
+        allow_hyphen_values = true
+    )]
+    pub aad_hex: Option<String>,
+}
+
+/// `reqstate seal`.
+#[derive(Debug, Args)]
+pub struct SealArgs {
+    /// Where the keys come from.
+    #[command(flatten)]
+    pub keys: LocalKeyringArgs,
+    /// The policy and clock of a local run.
+    #[command(flatten)]
+    pub policy: LocalPolicyArgs,
+    /// The payload: its UTF-8 bytes.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        group = "payload_source",
+        allow_hyphen_values = true
+    )]
+    pub payload: Option<String>,
+    /// The payload, as hex.
+    #[arg(
+        long,
+        value_name = "HEX",
+        group = "payload_source",
+        allow_hyphen_values = true
+    )]
+    pub payload_hex: Option<String>,
+    /// The payload: the bytes of this file, as they are.
+    #[arg(long, value_name = "FILE", group = "payload_source")]
+    pub payload_file: Option<PathBuf>,
+    /// Associated data.
+    #[command(flatten)]
+    pub aad: AadArgs,
+}
+
+/// `reqstate unseal`.
+#[derive(Debug, Args)]
+pub struct UnsealArgs {
+    /// Where the keys come from.
+    #[command(flatten)]
+    pub keys: LocalKeyringArgs,
+    /// The policy and clock of a local run.
+    #[command(flatten)]
+    pub policy: LocalPolicyArgs,
+    /// Associated data.
+    #[command(flatten)]
+    pub aad: AadArgs,
+    /// The token.
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// A number of seconds: a clear message for `-1`, `1.5` or `ten`, where
+/// clap would take `-1` for a flag.
+fn seconds(text: &str) -> Result<u64, String> {
+    text.parse::<u64>().map_err(|_| {
+        format!("expected a whole number of seconds (0 to 18446744073709551615), not `{text}`")
+    })
 }
 
 /// `reqstate inspect`.

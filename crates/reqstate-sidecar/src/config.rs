@@ -38,10 +38,15 @@ impl ListenAddr {
     /// Parses `unix:PATH` or `tcp:HOST:PORT` (a host name must resolve to
     /// exactly one kind of address; the first is used).
     pub fn parse(text: &str) -> Result<ListenAddr, ConfigError> {
+        Self::parse_flag("--listen", text)
+    }
+
+    /// [`ListenAddr::parse`], naming `flag` in its errors (`--connect`).
+    pub fn parse_flag(flag: &str, text: &str) -> Result<ListenAddr, ConfigError> {
         if let Some(path) = text.strip_prefix("unix:") {
             if path.is_empty() {
                 return Err(ConfigError::new(format!(
-                    "--listen {text}: the socket path is empty"
+                    "{flag} {text}: the socket path is empty"
                 )));
             }
             return Ok(ListenAddr::Unix(PathBuf::from(path)));
@@ -49,15 +54,26 @@ impl ListenAddr {
         if let Some(host_port) = text.strip_prefix("tcp:") {
             let addr = host_port
                 .to_socket_addrs()
-                .map_err(|e| ConfigError::new(format!("--listen {text}: {e}")))?
+                .map_err(|e| ConfigError::new(format!("{flag} {text}: {e}")))?
                 .next()
                 .ok_or_else(|| {
-                    ConfigError::new(format!("--listen {text}: the host has no address"))
+                    ConfigError::new(format!("{flag} {text}: the host has no address"))
                 })?;
             return Ok(ListenAddr::Tcp(addr));
         }
+        // A bare HOST:PORT or path: say the form that would work.
+        let hint = if text.starts_with('/') || text.starts_with('.') {
+            format!(" (a socket path: {flag} unix:{text})")
+        } else if text
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        {
+            format!(" (a TCP address: {flag} tcp:{text})")
+        } else {
+            String::new()
+        };
         Err(ConfigError::new(format!(
-            "--listen {text}: expected unix:PATH or tcp:HOST:PORT"
+            "{flag} {text}: expected unix:PATH or tcp:HOST:PORT{hint}"
         )))
     }
 }
@@ -193,6 +209,10 @@ fn resolve_group(text: &str) -> Result<u32, ConfigError> {
     }
 }
 
+/// The lifetime of a token minted with `ttl_seconds = 0` when
+/// `--default-ttl` is not given (or `--max-ttl`, if shorter), in seconds.
+pub const DEFAULT_TTL: u64 = 600;
+
 /// The `serve --dev` listen address.
 pub const DEV_LISTEN: &str = "127.0.0.1:50051";
 
@@ -275,17 +295,36 @@ impl ServeConfig {
             }
         };
 
+        // The keyring file first: a missing or refused file is the first
+        // thing to fix, whatever else the command line lacks.
+        let (initial_keyring, initial_contents) = match &keyring {
+            KeyringSource::Ephemeral => (
+                Keyring::ephemeral(reqstate::Algorithm::DEFAULT, &reqstate::OsRandom::new())
+                    .map_err(|e| ConfigError::new(format!("cannot make a dev key: {e}")))?,
+                Zeroizing::new(Vec::new()),
+            ),
+            KeyringSource::File { path, permissions } => {
+                let loaded = load_keyring_file(path, *permissions)?;
+                (loaded.keyring, loaded.contents)
+            }
+        };
+
         let policy = Policy::new()
             .with_max_token_len(args.max_token_len)
             .and_then(|p| p.with_clock_leeway(Duration::from_secs(args.clock_leeway)))
             .and_then(|p| p.with_max_lifetime(Duration::from_secs(args.max_ttl)))
             .map_err(|e| ConfigError::new(e.to_string()))?;
-        if args.default_ttl == 0 || args.default_ttl > policy.max_lifetime() {
-            return Err(ConfigError::new(format!(
-                "--default-ttl must be in 1..={} (--max-ttl)",
-                policy.max_lifetime()
-            )));
-        }
+        // Not given: 600 s, or --max-ttl when that is shorter.
+        let default_ttl = match args.default_ttl {
+            None => DEFAULT_TTL.min(policy.max_lifetime()),
+            Some(ttl) if ttl == 0 || ttl > policy.max_lifetime() => {
+                return Err(ConfigError::new(format!(
+                    "--default-ttl {ttl}: must be in 1..={} (--max-ttl)",
+                    policy.max_lifetime()
+                )));
+            }
+            Some(ttl) => ttl,
+        };
         if args.max_request_bytes < 1024 {
             return Err(ConfigError::new(
                 "--max-request-bytes must be at least 1024",
@@ -375,18 +414,6 @@ impl ServeConfig {
             check_network_exposure(&listen, metrics, tls.as_ref(), bearer_token.is_some())?;
         }
 
-        let (initial_keyring, initial_contents) = match &keyring {
-            KeyringSource::Ephemeral => (
-                Keyring::ephemeral(reqstate::Algorithm::DEFAULT, &reqstate::OsRandom::new())
-                    .map_err(|e| ConfigError::new(format!("cannot make a dev key: {e}")))?,
-                Zeroizing::new(Vec::new()),
-            ),
-            KeyringSource::File { path, permissions } => {
-                let loaded = load_keyring_file(path, *permissions)?;
-                (loaded.keyring, loaded.contents)
-            }
-        };
-
         Ok(ServeConfig {
             keyring,
             initial_keyring,
@@ -399,7 +426,7 @@ impl ServeConfig {
             allow_uids: args.allow_uids,
             socket_group,
             limits: Limits {
-                default_ttl: Duration::from_secs(args.default_ttl),
+                default_ttl: Duration::from_secs(default_ttl),
                 max_request_bytes: args.max_request_bytes,
                 max_batch_items: args.max_batch_items,
                 call_timeout: Duration::from_millis(args.call_timeout_ms),

@@ -1,8 +1,9 @@
 //! A client of a running sidecar, for the commands that ask one
-//! (`reqstate keys status --connect`, and any other that needs the
-//! `reqstate.v1.RequestState` service): a tonic channel over `tcp:HOST:PORT`
-//! or `unix:PATH` (the forms of `serve --listen`), and an optional bearer
-//! token read from a file in the format of `serve --auth-token-file`.
+//! (`reqstate mint|verify|consume|seal|unseal|keys list|keys status
+//! --connect`, `reqstate health`): a tonic channel over `tcp:HOST:PORT` (with
+//! TLS if asked) or `unix:PATH` (the forms of `serve --listen`), and an
+//! optional bearer token read from a file in the format of `serve
+//! --auth-token-file`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,9 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use reqstate_proto::v1::request_state_client::RequestStateClient;
 use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
 
+use crate::cli::TlsArgs;
 use crate::config::ListenAddr;
 
 /// Why a sidecar could not be reached or asked.
@@ -27,6 +29,20 @@ impl fmt::Display for ConnectError {
 
 impl std::error::Error for ConnectError {}
 
+impl ConnectError {
+    /// An error with this message (one line for people; one that names a
+    /// flag first, `--tls-ca FILE: …`, is an error in the flags).
+    pub fn new(message: impl Into<String>) -> Self {
+        ConnectError(message.into())
+    }
+
+    /// Whether the error is in the flags (a bad address, an unreadable
+    /// token or TLS file), not in reaching or asking the sidecar.
+    pub fn is_usage(&self) -> bool {
+        self.0.starts_with("--")
+    }
+}
+
 /// Where and how to reach a sidecar.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -37,16 +53,31 @@ pub struct Target {
     pub auth_token_file: Option<PathBuf>,
     /// How long connecting may take.
     pub connect_timeout: Duration,
+    /// TLS for a `tcp:` address (`--tls-ca` …); none: plain HTTP/2.
+    pub tls: TlsArgs,
 }
 
 impl Target {
-    /// A target with no token and a 5-second connect timeout.
+    /// A target with no token, no TLS and a 5-second timeout.
     pub fn new(address: impl Into<String>) -> Self {
         Target {
             address: address.into(),
             auth_token_file: None,
             connect_timeout: Duration::from_secs(5),
+            tls: TlsArgs::default(),
         }
+    }
+
+    /// Connects with these TLS settings.
+    pub fn tls(mut self, tls: TlsArgs) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Gives up connecting after `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
     }
 
     /// Sends the first token of this file on every call.
@@ -81,6 +112,107 @@ pub(crate) async fn unix_channel(path: PathBuf) -> Result<Channel, tonic::transp
             }
         }))
         .await
+}
+
+fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
+/// The TLS settings of a TCP client, if any (`host`: the address's host,
+/// the server name expected by default).
+fn tls_config(args: &TlsArgs, host: &str) -> Result<Option<ClientTlsConfig>, String> {
+    let Some(ca) = &args.tls_ca else {
+        return Ok(None);
+    };
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read("--tls-ca", ca)?))
+        .domain_name(args.tls_server_name.clone().unwrap_or_else(|| {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned()
+        }));
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        tls = tls.identity(Identity::from_pem(
+            read("--tls-cert", cert)?,
+            read("--tls-key", key)?,
+        ));
+    }
+    Ok(Some(tls))
+}
+
+/// The host part of `tcp:HOST:PORT`, as written (the TLS server name by
+/// default).
+pub(crate) fn tcp_host(text: &str) -> &str {
+    let host_port = text.strip_prefix("tcp:").unwrap_or(text);
+    host_port
+        .rsplit_once(':')
+        .map_or(host_port, |(host, _)| host)
+}
+
+/// A channel to `target` (written `text`), over TLS when `tls` says so
+/// (`tcp:` only). The error is one line for people.
+pub(crate) async fn channel(
+    target: &ListenAddr,
+    text: &str,
+    tls: &TlsArgs,
+) -> Result<Channel, String> {
+    match target {
+        ListenAddr::Unix(path) => {
+            if tls.any() {
+                return Err(
+                "--tls-ca, --tls-cert, --tls-key and --tls-server-name apply to tcp: addresses only"
+                    .into(),
+            );
+            }
+            unix_channel(path.clone())
+                .await
+                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
+        }
+        ListenAddr::Tcp(addr) => {
+            let tls = tls_config(tls, tcp_host(text))?;
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+                .map_err(|e| format!("{text}: {e}"))?;
+            if let Some(tls) = tls {
+                endpoint = endpoint
+                    .tls_config(tls)
+                    .map_err(|e| format!("TLS settings: {}", error_chain(&e)))?;
+            }
+            endpoint
+                .connect()
+                .await
+                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
+        }
+    }
+}
+
+/// A failed call, one line for people: the code's name as gRPC spells it
+/// (`UNAUTHENTICATED`) and the server's message.
+pub fn status_text(status: &tonic::Status) -> String {
+    let code = match status.code() {
+        tonic::Code::Ok => "OK",
+        tonic::Code::Cancelled => "CANCELLED",
+        tonic::Code::Unknown => "UNKNOWN",
+        tonic::Code::InvalidArgument => "INVALID_ARGUMENT",
+        tonic::Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        tonic::Code::NotFound => "NOT_FOUND",
+        tonic::Code::AlreadyExists => "ALREADY_EXISTS",
+        tonic::Code::PermissionDenied => "PERMISSION_DENIED",
+        tonic::Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        tonic::Code::FailedPrecondition => "FAILED_PRECONDITION",
+        tonic::Code::Aborted => "ABORTED",
+        tonic::Code::OutOfRange => "OUT_OF_RANGE",
+        tonic::Code::Unimplemented => "UNIMPLEMENTED",
+        tonic::Code::Internal => "INTERNAL",
+        tonic::Code::Unavailable => "UNAVAILABLE",
+        tonic::Code::DataLoss => "DATA_LOSS",
+        tonic::Code::Unauthenticated => "UNAUTHENTICATED",
+    };
+    if status.message().is_empty() {
+        code.to_owned()
+    } else {
+        format!("{code}: {}", status.message())
+    }
 }
 
 /// Reads the first token of a bearer-token file (one per line, blank lines
@@ -120,8 +252,8 @@ impl Connection {
     /// Connects to `target` (within its timeout) and reads its token file.
     pub async fn open(target: &Target) -> Result<Connection, ConnectError> {
         let address = &target.address;
-        let parsed = ListenAddr::parse(address)
-            .map_err(|e| ConnectError(format!("--connect: {e}").replace("--listen ", "")))?;
+        let parsed = ListenAddr::parse_flag("--connect", address)
+            .map_err(|e| ConnectError(e.to_string()))?;
         let authorization = match &target.auth_token_file {
             Some(path) => {
                 let token = read_bearer_token(path)?;
@@ -136,18 +268,14 @@ impl Connection {
             }
             None => None,
         };
-        let cannot = |e: tonic::transport::Error| {
-            ConnectError(format!("{address}: cannot connect: {}", error_chain(&e)))
-        };
         let connecting = async {
-            match parsed {
-                ListenAddr::Unix(path) => unix_channel(path).await.map_err(cannot),
-                ListenAddr::Tcp(addr) => Endpoint::from_shared(format!("http://{addr}"))
-                    .map_err(|e| ConnectError(format!("{address}: {e}")))?
-                    .connect()
-                    .await
-                    .map_err(cannot),
-            }
+            channel(&parsed, address, &target.tls).await.map_err(|e| {
+                if e.starts_with("--") {
+                    ConnectError(e)
+                } else {
+                    ConnectError(format!("{address}: {e}"))
+                }
+            })
         };
         let channel = tokio::time::timeout(target.connect_timeout, connecting)
             .await
@@ -185,13 +313,7 @@ impl Connection {
             .list_keys(self.request(reqstate_proto::v1::ListKeysRequest {}))
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|status| {
-                ConnectError(format!(
-                    "ListKeys failed: {:?}: {}",
-                    status.code(),
-                    status.message()
-                ))
-            })
+            .map_err(|status| ConnectError(format!("ListKeys failed: {}", status_text(&status))))
     }
 }
 
@@ -206,9 +328,21 @@ where
         .enable_all()
         .build()
         .map_err(|e| ConnectError(format!("cannot start a runtime: {e}")))?;
+    let timeout = target.connect_timeout;
     runtime.block_on(async {
-        let connection = Connection::open(target).await?;
-        ask(connection).await
+        // The whole exchange, connecting included, within the timeout.
+        tokio::time::timeout(timeout, async {
+            let connection = Connection::open(target).await?;
+            ask(connection).await
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(ConnectError(format!(
+                "{}: no answer within {} ms",
+                target.address,
+                timeout.as_millis()
+            )))
+        })
     })
 }
 

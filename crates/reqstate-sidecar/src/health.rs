@@ -5,18 +5,15 @@
 //! bearer token and pass the peer-uid allow-list, so the probe needs no
 //! secret (over TCP with `--client-ca` it does need a client certificate).
 
-use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::cli::{EXIT_BAD_CONFIG, HealthArgs};
 use crate::config::{DEV_LISTEN, ListenAddr};
-use crate::connect::{error_chain, unix_channel};
+use crate::connect::{channel, status_text};
 
 /// The exit code for "not serving": anything but a `SERVING` answer.
 pub const EXIT_NOT_SERVING: u8 = 1;
@@ -38,80 +35,18 @@ fn target(args: &HealthArgs) -> String {
         .unwrap_or_else(|| format!("tcp:{DEV_LISTEN}"))
 }
 
-fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
-    fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
-}
-
-/// The TLS settings of a TCP probe, if any.
-fn tls_config(args: &HealthArgs, host: &str) -> Result<Option<ClientTlsConfig>, String> {
-    let Some(ca) = &args.tls_ca else {
-        return Ok(None);
-    };
-    let mut tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(read("--tls-ca", ca)?))
-        .domain_name(args.tls_server_name.clone().unwrap_or_else(|| {
-            host.trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned()
-        }));
-    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        tls = tls.identity(Identity::from_pem(
-            read("--tls-cert", cert)?,
-            read("--tls-key", key)?,
-        ));
-    }
-    Ok(Some(tls))
-}
-
-/// The host part of `tcp:HOST:PORT`, as written (the TLS server name by
-/// default).
-fn tcp_host(text: &str) -> &str {
-    let host_port = text.strip_prefix("tcp:").unwrap_or(text);
-    host_port
-        .rsplit_once(':')
-        .map_or(host_port, |(host, _)| host)
-}
-
-async fn connect(target: &ListenAddr, text: &str, args: &HealthArgs) -> Result<Channel, String> {
-    match target {
-        ListenAddr::Unix(path) => {
-            if args.tls_ca.is_some() {
-                return Err("--tls-ca applies to tcp: addresses only".into());
-            }
-            unix_channel(path.clone())
-                .await
-                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
-        }
-        ListenAddr::Tcp(addr) => {
-            let tls = tls_config(args, tcp_host(text))?;
-            let scheme = if tls.is_some() { "https" } else { "http" };
-            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
-                .map_err(|e| format!("--listen {text}: {e}"))?;
-            if let Some(tls) = tls {
-                endpoint = endpoint
-                    .tls_config(tls)
-                    .map_err(|e| format!("TLS settings: {}", error_chain(&e)))?;
-            }
-            endpoint
-                .connect()
-                .await
-                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
-        }
-    }
-}
-
 async fn check(
     target: &ListenAddr,
     text: &str,
     args: &HealthArgs,
 ) -> Result<ServingStatus, String> {
-    let channel = connect(target, text, args).await?;
+    let channel = channel(target, text, &args.tls).await?;
     let answer = HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: args.service.clone(),
         })
         .await
-        .map_err(|status| format!("Check failed: {:?}: {}", status.code(), status.message()))?;
+        .map_err(|status| format!("Check failed: {}", status_text(&status)))?;
     Ok(answer.into_inner().status())
 }
 
@@ -224,10 +159,7 @@ mod tests {
                 listen: None,
                 service: String::new(),
                 timeout_ms: 5000,
-                tls_ca: None,
-                tls_cert: None,
-                tls_key: None,
-                tls_server_name: None,
+                tls: crate::cli::TlsArgs::default(),
             };
             let status = tokio::time::timeout(
                 Duration::from_secs(10),
@@ -250,6 +182,7 @@ mod tests {
 
     #[test]
     fn the_tls_server_name_defaults_to_the_host_as_written() {
+        use crate::connect::tcp_host;
         assert_eq!(tcp_host("tcp:localhost:50051"), "localhost");
         assert_eq!(tcp_host("tcp:[::1]:50051"), "[::1]");
         assert_eq!(tcp_host("tcp:127.0.0.1:50051"), "127.0.0.1");

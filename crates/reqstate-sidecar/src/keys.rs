@@ -155,15 +155,34 @@ pub fn run(command: KeysCommand) -> u8 {
         ),
         KeysCommand::List {
             keyring,
+            remote,
             json,
             allow_insecure_keyring_permissions,
-        } => list(&keyring, json, allow_insecure_keyring_permissions),
+        } => match (&keyring, &remote.connect) {
+            (None, Some(_)) if allow_insecure_keyring_permissions => Err(KeysError::Usage(
+                "--allow-insecure-keyring-permissions has no meaning with --connect: \
+                 no keyring file is read"
+                    .into(),
+            )),
+            (None, Some(_)) => list_remote(&remote, json),
+            (Some(path), None) if remote.auth_token_file.is_none() && !remote.tls.any() => {
+                list(path, json, allow_insecure_keyring_permissions)
+            }
+            (Some(path), Some(_)) => Err(KeysError::Usage(format!(
+                "--keyring {} has no meaning with --connect: the sidecar's keys are listed; \
+                 drop one of the two",
+                path.display()
+            ))),
+            (Some(_), None) => Err(KeysError::Usage(
+                "--auth-token-file and the --tls-* flags apply only with --connect ADDR".into(),
+            )),
+            (None, None) => Err(KeysError::Usage(
+                "--keyring FILE or --connect ADDR is needed".into(),
+            )),
+        },
     };
     match outcome {
-        Ok(message) => {
-            println!("{message}");
-            0
-        }
+        Ok(message) => crate::output::line(message, 0),
         Err(e) => {
             eprintln!("reqstate keys: {e}");
             match e {
@@ -368,10 +387,38 @@ fn new_key(path: &Path, algorithm: Algorithm, id: Option<u32>) -> Result<String,
         }
         _ => format!(
             "added key {id} ({algorithm}) as active; roll it out to every sidecar, \
-             then `reqstate keys promote {id}` (docs/ROTATION.md; `reqstate keys rotate` \
-             does both in one rollout)"
+             then `reqstate keys promote --keyring {} {id}` (docs/ROTATION.md; \
+             `reqstate keys rotate` does both in one rollout)",
+            shell_word(&path.display().to_string())
         ),
     })
+}
+
+/// `text` as one shell word: as is when it is made of safe characters,
+/// else in single quotes (a printed hint must work when pasted).
+pub(crate) fn shell_word(text: &str) -> String {
+    let safe = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@%,".contains(&b));
+    if safe {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// One line of `keys list`: a key of a file, or of a sidecar's ListKeys.
+struct ListedKey {
+    id: u32,
+    /// What the key does now.
+    status: KeyStatus,
+    /// What the file writes.
+    file_status: KeyStatus,
+    algorithm: &'static str,
+    created_at: Option<u64>,
+    mint_from: Option<u64>,
+    retire_at: Option<u64>,
 }
 
 fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysError> {
@@ -383,7 +430,67 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
     let loaded = load_keyring_file(path, permissions).map_err(KeysError::Load)?;
     let now = reqstate::Clock::now(&reqstate::SystemClock);
     let keyring = &loaded.keyring;
-    let keys = keyring.keys();
+    let rows: Vec<ListedKey> = keyring
+        .keys()
+        .iter()
+        .map(|k| ListedKey {
+            id: k.id().get(),
+            status: keyring.status_at(k, now),
+            file_status: k.status(),
+            algorithm: k.algorithm().name(),
+            created_at: k.created_at(),
+            mint_from: k.mint_from(),
+            retire_at: k.retire_at(),
+        })
+        .collect();
+    Ok(render_list(&rows, json))
+}
+
+/// `keys list --connect`: the same table (or JSON) from the sidecar's
+/// ListKeys, so that a rotation is confirmed on each replica.
+fn list_remote(remote: &crate::cli::RemoteArgs, json: bool) -> Result<String, KeysError> {
+    use reqstate_proto::v1 as pb;
+    let answer = crate::remote::list_keys(remote).map_err(|e| {
+        if e.is_usage() {
+            KeysError::Usage(e.to_string())
+        } else {
+            KeysError::Unreachable(e.to_string())
+        }
+    })?;
+    let status = |value: i32, field: &str| match pb::KeyStatus::try_from(value) {
+        Ok(pb::KeyStatus::Primary) => Ok(KeyStatus::Primary),
+        Ok(pb::KeyStatus::Active) => Ok(KeyStatus::Active),
+        Ok(pb::KeyStatus::Retired) => Ok(KeyStatus::Retired),
+        _ => Err(KeysError::Unreachable(format!(
+            "the sidecar's ListKeys has no {field} for a key ({value}): upgrade it"
+        ))),
+    };
+    let rows = answer
+        .keys
+        .iter()
+        .map(|k| {
+            let algorithm = match pb::Algorithm::try_from(k.algorithm) {
+                Ok(pb::Algorithm::HmacSha256) => reqstate::Algorithm::HmacSha256.name(),
+                Ok(pb::Algorithm::Xchacha20Poly1305) => {
+                    reqstate::Algorithm::XChaCha20Poly1305.name()
+                }
+                _ => "unknown",
+            };
+            Ok(ListedKey {
+                id: k.id,
+                status: status(k.status, "status")?,
+                file_status: status(k.file_status, "file_status")?,
+                algorithm,
+                created_at: k.created_at,
+                mint_from: k.mint_from,
+                retire_at: k.retire_at,
+            })
+        })
+        .collect::<Result<Vec<_>, KeysError>>()?;
+    Ok(render_list(&rows, json))
+}
+
+fn render_list(keys: &[ListedKey], json: bool) -> String {
     if json {
         // `status` is what the key does now (as ListKeys' `status`);
         // `file_status` what the file writes.
@@ -391,17 +498,17 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
             .iter()
             .map(|k| {
                 serde_json::json!({
-                    "id": k.id().get(),
-                    "status": keyring.status_at(k, now).name(),
-                    "file_status": k.status().name(),
-                    "algorithm": k.algorithm().name(),
-                    "created_at": k.created_at(),
-                    "mint_from": k.mint_from(),
-                    "retire_at": k.retire_at(),
+                    "id": k.id,
+                    "status": k.status.name(),
+                    "file_status": k.file_status.name(),
+                    "algorithm": k.algorithm,
+                    "created_at": k.created_at,
+                    "mint_from": k.mint_from,
+                    "retire_at": k.retire_at,
                 })
             })
             .collect();
-        return Ok(serde_json::Value::Array(rows).to_string());
+        return serde_json::Value::Array(rows).to_string();
     }
     let instant = |at: Option<u64>| at.map(reqstate::rfc3339_utc).unwrap_or_else(|| "-".into());
     let mut out = format!(
@@ -409,23 +516,23 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
         "ID", "NOW", "STATUS", "ALGORITHM", "CREATED", "MINT_FROM", "RETIRE_AT"
     );
     for k in keys {
-        let doing = match keyring.status_at(k, now) {
+        let doing = match k.status {
             KeyStatus::Primary => "mints",
             KeyStatus::Active => "verifies",
             KeyStatus::Retired => "refused",
         };
         out.push_str(&format!(
             "\n{:<6} {:<8} {:<8} {:<19} {:<21} {:<21} {:<21}",
-            k.id().get(),
+            k.id,
             doing,
-            k.status().name(),
-            k.algorithm().name(),
-            instant(k.created_at()),
-            instant(k.mint_from()),
-            instant(k.retire_at()),
+            k.file_status.name(),
+            k.algorithm,
+            instant(k.created_at),
+            instant(k.mint_from),
+            instant(k.retire_at),
         ));
     }
-    Ok(timeline::trim_lines(&out))
+    timeline::trim_lines(&out)
 }
 
 /// `keys status`: the timeline of a file at `--now`, or of a running sidecar.

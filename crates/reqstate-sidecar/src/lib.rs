@@ -22,7 +22,10 @@
 //! - [`metrics`]: Prometheus metrics and readiness on an admin listener.
 //! - [`serve`]: assembly, signals and draining; [`service_manager`]:
 //!   systemd's readiness notifications (`Type=notify`).
-//! - [`keys`], [`local`]: the key tooling and local mint/verify/inspect.
+//! - [`keys`], [`local`]: the key tooling and mint/verify/consume/seal/
+//!   unseal/inspect on a keyring file; [`remote`]: the same commands asked
+//!   of a running sidecar (`--connect`, over [`connect`]); [`output`]:
+//!   standard output and a closed pipe.
 //! - [`health`]: `reqstate health`, the exec probe.
 
 // The other lints are declared once, in the workspace's `[workspace.lints]`.
@@ -44,7 +47,9 @@ pub mod listeners;
 pub mod live_keyring;
 pub mod local;
 pub mod metrics;
+pub mod output;
 pub mod reload;
+pub mod remote;
 pub mod replay;
 pub mod serve;
 pub mod service;
@@ -90,6 +95,9 @@ pub fn run(command: Command) -> ExitCode {
         Command::Keys { command } => keys::run(command),
         Command::Mint(args) => local::mint(args),
         Command::Verify(args) => local::verify(args),
+        Command::Consume(args) => local::consume(args),
+        Command::Seal(args) => local::seal(args),
+        Command::Unseal(args) => local::unseal(args),
         Command::Inspect(args) => local::inspect(args),
         Command::Health(args) => health::run(&args),
     };

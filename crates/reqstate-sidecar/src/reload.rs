@@ -383,7 +383,12 @@ impl KeyringReloader {
         self.last_good = loaded.contents;
         self.refused.clear();
         self.metrics.reload_succeeded();
-        tracing::info!(generation, primary, ?key_ids, sha256, "keyring reloaded");
+        let key_ids = key_ids
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        tracing::info!(generation, primary, key_ids, sha256, "keyring reloaded");
     }
 }
 

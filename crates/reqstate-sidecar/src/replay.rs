@@ -646,7 +646,7 @@ impl Replay {
                 match connected {
                     Ok(Ok(connection)) => Ok(Connection::Cluster(connection.clone())),
                     Ok(Err(e)) => {
-                        tracing::warn!(error = ?e.kind(), "replay store: cannot reach the cluster");
+                        tracing::warn!(error = %e.category(), "replay store: cannot reach the cluster");
                         Err(StoreFailure::unavailable(
                             "the replay store cannot be reached",
                         ))
@@ -880,7 +880,11 @@ impl Replay {
 /// docs/SINGLE_USE.md); anything else is unavailable. Logged, without the
 /// server's message (which could quote a key).
 fn store_error(e: &redis::RedisError) -> StoreError {
-    tracing::warn!(error = ?e.kind(), code = ?e.code(), "replay store error");
+    tracing::warn!(
+        error = %e.category(),
+        code = e.code().unwrap_or("-"),
+        "replay store error"
+    );
     if e.code() == Some("OOM") {
         StoreError::Full
     } else {

@@ -211,6 +211,7 @@ async fn serve(config: ServeConfig) -> u8 {
     let (admin_stop_tx, admin_stop_rx) = watch::channel(false);
 
     let authenticated = bearer_token.is_some();
+    let auth_token_path = bearer_token.as_ref().map(|file| file.path.clone());
     let (bearer, token_reloader) = match bearer_token {
         Some(AuthTokenFile {
             path,
@@ -257,9 +258,9 @@ async fn serve(config: ServeConfig) -> u8 {
         return EXIT_RUNTIME_FAILURE;
     }
     if let Some(listener) = metrics_listener {
-        let local = listener.local_addr().ok();
+        let local = shown_addr(listener.local_addr());
         tracing::info!(
-            addr = ?local,
+            addr = %local,
             "serving metrics on /metrics, readiness on /ready, liveness on /live"
         );
         tokio::spawn(serve_admin(listener, metrics.clone(), admin_stop_rx));
@@ -318,8 +319,8 @@ async fn serve(config: ServeConfig) -> u8 {
                 );
             }
             BoundListener::Tcp(listener) => {
-                let local = listener.local_addr().ok();
-                tracing::info!(listen = ?local, tls = tls_server.is_some(), "serving gRPC");
+                let local = shown_addr(listener.local_addr());
+                tracing::info!(listen = %local, tls = tls_server.is_some(), "serving gRPC");
                 let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
                 let template = tls_server.clone().unwrap_or_else(Server::builder);
                 let server = grpc_server(template, &gate, &routes);
@@ -342,7 +343,7 @@ async fn serve(config: ServeConfig) -> u8 {
         ));
     }
     if dev {
-        print_dev_banner(&listen, authenticated);
+        print_dev_banner(&listen, auth_token_path.as_deref());
     }
 
     let mut failed = false;
@@ -350,7 +351,12 @@ async fn serve(config: ServeConfig) -> u8 {
         _ = terminate.0.recv() => tracing::info!("SIGTERM: draining"),
         _ = terminate.1.recv() => tracing::info!("SIGINT: draining"),
         Some(ended) = servers.join_next() => {
-            tracing::error!(result = ?ended, "a listener stopped unexpectedly; shutting down");
+            let result = match ended {
+                Ok(Ok(())) => "it ended".to_owned(),
+                Ok(Err(e)) => crate::connect::error_chain(&e),
+                Err(e) => e.to_string(),
+            };
+            tracing::error!(result, "a listener stopped unexpectedly; shutting down");
             failed = true;
         }
     }
@@ -397,7 +403,13 @@ fn remove_sockets(bound: &[BoundListener]) {
     }
 }
 
-fn print_dev_banner(listen: &[ListenAddr], authenticated: bool) {
+/// A listener's address for a log line (`127.0.0.1:50051`), never Rust's
+/// debug text.
+fn shown_addr(addr: std::io::Result<std::net::SocketAddr>) -> String {
+    addr.map_or_else(|e| format!("unknown ({e})"), |a| a.to_string())
+}
+
+fn print_dev_banner(listen: &[ListenAddr], auth_token_file: Option<&std::path::Path>) {
     // grpcurl's address argument: host:port, or `-unix PATH` for a socket.
     let target = listen
         .iter()
@@ -412,16 +424,24 @@ fn print_dev_banner(listen: &[ListenAddr], authenticated: bool) {
             })
         })
         .unwrap_or_else(|| crate::config::DEV_LISTEN.to_string());
-    let (callers, auth_header) = if authenticated {
-        (
-            "Callers need the bearer token.",
-            "-H \"authorization: Bearer $(cat TOKEN_FILE)\" ",
-        )
-    } else {
-        (
+    let connect = listen.first().map_or_else(
+        || format!("tcp:{}", crate::config::DEV_LISTEN),
+        ToString::to_string,
+    );
+    let (callers, auth_header, auth_flag) = match auth_token_file {
+        Some(path) => {
+            let path = crate::keys::shell_word(&path.display().to_string());
+            (
+                "Callers need the bearer token.",
+                format!("-H \"authorization: Bearer $(head -n1 {path})\" "),
+                format!(" --auth-token-file {path}"),
+            )
+        }
+        None => (
             "Anyone who can reach the port can mint: there is no bearer token.",
-            "",
-        )
+            String::new(),
+            String::new(),
+        ),
     };
     eprintln!(
         "\n\
@@ -433,14 +453,45 @@ fn print_dev_banner(listen: &[ListenAddr], authenticated: bool) {
          Never use --dev in production: give --keyring FILE (docs/KEYRING.md).\n\
          ************************************************************************\n"
     );
+    let (mint, verify) = dev_banner_commands(&program(), &connect, &auth_flag);
     println!(
-        "Try it (grpcurl uses server reflection; no .proto needed):\n\n  \
+        "Try it with this binary: mint a token, then mint and verify one (docs/CLI.md):\n\n  \
+         {mint}\n  \
+         {mint} | {verify}\n\n\
+         Or with grpcurl (server reflection; no .proto needed):\n\n  \
          grpcurl -plaintext {auth_header}-d '{{\"tool\":\"demo\",\"step\":\"confirm\",\"state_json\":\"{{\\\"n\\\":1}}\",\"ttl_seconds\":600}}' \\\n    \
-         {target} reqstate.v1.RequestState/Mint\n\n\
-         then verify the token it prints:\n\n  \
+         {target} reqstate.v1.RequestState/Mint\n\n  \
          grpcurl -plaintext {auth_header}-d '{{\"tool\":\"demo\",\"token\":\"<token>\"}}' \\\n    \
-         {target} reqstate.v1.RequestState/Verify\n"
+         {target} reqstate.v1.RequestState/Verify\n\n\
+         Python and Node reach it too: clients/python/README.md, clients/node/README.md.\n"
     );
+}
+
+/// The banner's first mint and its verify, for `program` against `connect`
+/// (`auth_flag`: ` --auth-token-file FILE` or empty): the verify reads the
+/// mint's JSON on standard input (`-`).
+pub fn dev_banner_commands(program: &str, connect: &str, auth_flag: &str) -> (String, String) {
+    let connect = crate::keys::shell_word(connect);
+    (
+        format!(
+            "{program} mint --connect {connect}{auth_flag} --tool demo --step confirm \
+             --state-json '{{\"n\":1}}'"
+        ),
+        format!("{program} verify --connect {connect}{auth_flag} --tool demo -"),
+    )
+}
+
+/// How to run this binary again from a shell: `reqstate` when that is what
+/// was run (it is on the PATH), else its full path (`cargo run` runs
+/// `target/…/reqstate`).
+fn program() -> String {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if !argv0.to_string_lossy().contains('/') {
+        return "reqstate".to_owned();
+    }
+    std::env::current_exe()
+        .map(|p| crate::keys::shell_word(&p.display().to_string()))
+        .unwrap_or_else(|_| "reqstate".to_owned())
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use crate::live_keyring::{KeyringInService, SharedKeyring};
 use crate::metrics::Metrics;
 use crate::replay::{Replay, Spend};
 use crate::wire::{
-    self, Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status, mint_one,
-    refused_verify_response, wire_reason, wire_transition,
+    self, Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status,
+    mint_failure_status, mint_one, refused_verify_response, wire_reason, wire_transition,
 };
 
 /// Counts an answered Verify (or batch item) under its key: accepted, or
@@ -102,7 +102,7 @@ impl RequestState for RequestStateService {
                 keyring.evidence.minted(minted.key_id);
                 Ok(answer(minted, "ok"))
             }
-            Err(e) => Err(mint_error_status(&e)),
+            Err(e) => Err(mint_failure_status(&e)),
         }
     }
 

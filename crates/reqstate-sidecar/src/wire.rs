@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use reqstate::json::ErrorKind;
 use reqstate::{
     Binding, Codec, InvalidArgument, MintError, Redemption, Refusal, StoreError, Verified,
 };
-use reqstate_cli_state::{StateJsonError, state_from_json, state_to_json_text};
+use reqstate_cli_state::{state_from_json, state_json_error, state_to_json_text};
 use reqstate_proto::v1 as pb;
 use tonic::Status;
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -133,6 +132,62 @@ impl From<Refusal> for VerifyFailure {
     }
 }
 
+/// Why a Mint item was not minted: its `state_json` was refused (the
+/// message is the command line's for `--state-json`, from
+/// [`state_json_error`]), or the core refused the rest.
+#[derive(Debug)]
+pub enum MintFailure {
+    /// `state_json` is not a state: INVALID_ARGUMENT, `invalid_argument`.
+    StateJson(String),
+    /// The core refused the mint.
+    Core(MintError),
+}
+
+impl MintFailure {
+    /// The reason name (`invalid_argument`, `lifetime_too_long` …).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            MintFailure::StateJson(_) => "invalid_argument",
+            MintFailure::Core(e) => e.reason(),
+        }
+    }
+}
+
+impl std::fmt::Display for MintFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MintFailure::StateJson(message) => f.write_str(message),
+            MintFailure::Core(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for MintFailure {}
+
+impl From<MintError> for MintFailure {
+    fn from(e: MintError) -> Self {
+        MintFailure::Core(e)
+    }
+}
+
+impl From<InvalidArgument> for MintFailure {
+    fn from(e: InvalidArgument) -> Self {
+        MintFailure::Core(e.into())
+    }
+}
+
+/// The RPC error of a failed Mint, as [`mint_error_status`].
+pub fn mint_failure_status(failure: &MintFailure) -> Status {
+    match failure {
+        MintFailure::StateJson(message) => error_status(
+            tonic::Code::InvalidArgument,
+            "invalid_argument",
+            message.clone(),
+        ),
+        MintFailure::Core(e) => mint_error_status(e),
+    }
+}
+
 /// The state a Mint request carries, as the CBOR value to store.
 ///
 /// `state_json` is mapped to CBOR by the one mapping of docs/CLI.md ("JSON
@@ -141,31 +196,18 @@ impl From<Refusal> for VerifyFailure {
 /// bytes and never repeated; numbers written with a fraction or an exponent
 /// are floats, others integers in [-2^63, 2^64 - 1]; a state nested deeper
 /// than 16 levels is refused by the core (`state_encoding`). What the
-/// command line refuses as a usage error is INVALID_ARGUMENT here.
+/// command line refuses as a usage error is INVALID_ARGUMENT here, with the
+/// same message (`state_json: not valid JSON: … at byte 1`).
 pub fn state_to_cbor(
     state: Option<pb::mint_request::StateValue>,
-) -> Result<ciborium::Value, InvalidArgument> {
+) -> Result<ciborium::Value, MintFailure> {
     match state {
         None => Ok(ciborium::Value::Bytes(Vec::new())),
         Some(pb::mint_request::StateValue::State(bytes)) => Ok(ciborium::Value::Bytes(bytes)),
-        Some(pb::mint_request::StateValue::StateJson(json)) => {
-            state_from_json(&json).map_err(|e| match e {
-                StateJsonError::Json(e) if matches!(e.kind(), ErrorKind::DuplicateKey(_)) => {
-                    InvalidArgument::new("state_json has a duplicate object key")
-                }
-                StateJsonError::IntegerOutOfRange(_) => {
-                    InvalidArgument::new("state_json has an integer outside [-2^63, 2^64 - 1]")
-                }
-                StateJsonError::FloatOutOfRange(_) => {
-                    InvalidArgument::new("state_json has a number out of the range of a double")
-                }
-                _ => STATE_JSON_NOT_JSON,
-            })
-        }
+        Some(pb::mint_request::StateValue::StateJson(json)) => state_from_json(&json)
+            .map_err(|e| MintFailure::StateJson(state_json_error("state_json", &e))),
     }
 }
-
-const STATE_JSON_NOT_JSON: InvalidArgument = InvalidArgument::new("state_json is not valid JSON");
 
 /// A verified CBOR state in the form it was minted from: bytes stay bytes,
 /// anything else goes back as JSON text, the command line's JSON form of a
@@ -190,7 +232,7 @@ pub fn mint_one(
     codec: &Codec,
     request: pb::MintRequest,
     default_ttl: Duration,
-) -> Result<pb::MintResponse, MintError> {
+) -> Result<pb::MintResponse, MintFailure> {
     let binding = Binding::with_context_bytes(&request.tool, &request.context)?;
     let state = state_to_cbor(request.state_value)?;
     let ttl = match request.ttl_seconds {
@@ -408,7 +450,12 @@ mod tests {
         let refused = state_to_cbor(Some(pb::mint_request::StateValue::StateJson(
             "{nope".into(),
         )));
-        assert_eq!(refused.map_err(|e| e.reason()), Err("invalid_argument"));
+        let refused = refused.expect_err("{nope was accepted");
+        assert_eq!(refused.reason(), "invalid_argument");
+        // The command line's message, where it says where.
+        let cli = state_from_json("{nope").expect_err("{nope was accepted");
+        assert_eq!(refused.to_string(), state_json_error("state_json", &cli));
+        assert!(refused.to_string().contains("at byte 1"), "{refused}");
         Ok(())
     }
 }

@@ -77,6 +77,15 @@ fn policy_text(policy: &Policy) -> String {
     )
 }
 
+/// `--keyring PATH`, for the commands a message tells the user to run
+/// (they must work when pasted).
+fn keyring_flag(path: &Path) -> String {
+    format!(
+        "--keyring {}",
+        super::shell_word(&path.display().to_string())
+    )
+}
+
 /// The keyring as the file holds it now: its document (to edit) and its
 /// keys (to reason about). A missing file is an error: only `keys new`
 /// creates one.
@@ -84,8 +93,9 @@ fn open(path: &Path) -> Result<(DocumentMut, Keyring), KeysError> {
     if let Err(e) = std::fs::metadata(path) {
         return Err(if e.kind() == std::io::ErrorKind::NotFound {
             KeysError::Refused(format!(
-                "{}: no such keyring; `reqstate keys new` creates one",
-                path.display()
+                "{}: no such keyring; `reqstate keys new {}` creates one",
+                path.display(),
+                keyring_flag(path)
             ))
         } else {
             KeysError::Io(path.to_path_buf(), e)
@@ -340,6 +350,7 @@ pub(crate) fn rotate(path: &Path, o: &RotateOptions) -> Result<String, KeysError
 
 /// `keys promote`: schedules a key to mint from now or `--at`.
 pub(crate) fn promote(path: &Path, id: u32, o: PromoteOptions) -> Result<String, KeysError> {
+    let k = keyring_flag(path);
     let now = o.now;
     let (mut doc, keyring) = open(path)?;
     let key = keyring
@@ -348,7 +359,7 @@ pub(crate) fn promote(path: &Path, id: u32, o: PromoteOptions) -> Result<String,
     if key.is_retired_at(now) {
         return Err(KeysError::Refused(format!(
             "key {id} is retired; a retired key is never brought back. Add a new key \
-             (`reqstate keys rotate`)"
+             (`reqstate keys rotate {k}`)"
         )));
     }
     let start = o.at.unwrap_or(now);
@@ -368,7 +379,7 @@ pub(crate) fn promote(path: &Path, id: u32, o: PromoteOptions) -> Result<String,
     if superseded {
         return Err(KeysError::Refused(format!(
             "key {id} has minted and key {minting} has taken over since; a key is not brought \
-             back. Add a new key (`reqstate keys rotate`)"
+             back. Add a new key (`reqstate keys rotate {k}`)"
         )));
     }
     if key.mint_from() == Some(start) {
@@ -409,7 +420,7 @@ pub(crate) fn promote(path: &Path, id: u32, o: PromoteOptions) -> Result<String,
     let mut said = vec![format!(
         "key {id} mints from {} ({}); key {minting} mints until then and keeps verifying. \
          Retire it at {} or later, when its last tokens have expired ({}): \
-         `reqstate keys retire {minting} --at {}`",
+         `reqstate keys retire {k} {minting} --at {}`",
         at(start),
         relative(start, now),
         at(safe),
@@ -429,6 +440,7 @@ pub(crate) fn promote(path: &Path, id: u32, o: PromoteOptions) -> Result<String,
 /// `keys retire`: schedules a retirement when no live token needs the key,
 /// or cuts it off now with `--force`.
 pub(crate) fn retire(path: &Path, id: u32, o: RetireOptions) -> Result<String, KeysError> {
+    let k = keyring_flag(path);
     let now = o.now;
     let (mut doc, keyring) = open(path)?;
     let key = keyring
@@ -472,7 +484,7 @@ pub(crate) fn retire(path: &Path, id: u32, o: RetireOptions) -> Result<String, K
         if id == minting {
             return Err(KeysError::Refused(format!(
                 "key {id} mints now: retiring it would leave no key to mint. Schedule a \
-                 successor first (`reqstate keys rotate`, or `reqstate keys promote ID`)"
+                 successor first (`reqstate keys rotate {k}`, or `reqstate keys promote {k} ID`)"
             )));
         }
         let mut said = Vec::new();
@@ -520,7 +532,7 @@ pub(crate) fn retire(path: &Path, id: u32, o: RetireOptions) -> Result<String, K
     let Some(next) = order.get(i + 1) else {
         return Err(KeysError::Refused(format!(
             "key {id} is the last key to mint{}: retiring it would leave no key to mint. \
-             Schedule a successor first (`reqstate keys rotate`)",
+             Schedule a successor first (`reqstate keys rotate {k}`)",
             if id == minting { " and mints now" } else { "" }
         )));
     };

@@ -23,6 +23,7 @@ mod keyring_files;
 mod probes;
 mod quiet_reloads;
 mod reload;
+mod remote;
 mod rotation;
 mod rpc;
 mod secret_refs;

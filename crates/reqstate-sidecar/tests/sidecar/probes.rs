@@ -86,7 +86,7 @@ async fn health_probe_exits_zero_only_when_serving() -> TestResult {
 
     let unknown = health(&["--listen", &unix, "--service", "no.such.Service"], None)?;
     assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("NotFound"));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("NOT_FOUND"));
 
     let gone = sidecar.dir.path().join("nothing.sock");
     let absent = health(&["--listen", &format!("unix:{}", gone.display())], None)?;

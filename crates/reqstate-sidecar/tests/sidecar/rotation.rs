@@ -373,7 +373,7 @@ async fn status_connect_prints_a_running_sidecars_timeline() -> TestResult {
     let out = run_cli(&["keys", "status", "--connect", &address])?;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Unauthenticated"),
+        String::from_utf8_lossy(&out.stderr).contains("UNAUTHENTICATED"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

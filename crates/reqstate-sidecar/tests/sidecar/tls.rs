@@ -12,14 +12,14 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 /// A CA, a server certificate for localhost/127.0.0.1 and a client
 /// certificate, all PEM, plus a client certificate from another CA.
-struct Pki {
-    ca: String,
-    server: (String, String),
+pub(crate) struct Pki {
+    pub(crate) ca: String,
+    pub(crate) server: (String, String),
     client: (String, String),
     stranger: (String, String),
 }
 
-fn pki() -> TestResult<Pki> {
+pub(crate) fn pki() -> TestResult<Pki> {
     let make_ca = || -> TestResult<(CertificateParams, KeyPair, String)> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;

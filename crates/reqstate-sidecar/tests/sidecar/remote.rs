@@ -1,0 +1,595 @@
+//! The command line's client side (`--connect`) against the real binary:
+//! the same JSON as the local commands, consume, seal/unseal, `keys list
+//! --connect`, the bearer token, TLS, an unreachable sidecar, the dev
+//! banner's lines run as printed; and the messages a person acts on (a
+//! closed output pipe, pasted hints, flag values).
+
+use crate::sidecar_process;
+
+use std::io::BufRead as _;
+use std::process::{Command, Output, Stdio};
+
+use sidecar_process::{
+    BIN, KillOnDrop, Sidecar, SidecarOptions, TestResult, free_port, keyring_toml, run_cli,
+    write_private,
+};
+
+fn json_of(out: &Output) -> TestResult<serde_json::Value> {
+    Ok(serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `reqstate ARGS` with `input` on standard input.
+fn run_with_stdin(args: &[&str], input: &str) -> TestResult<Output> {
+    use std::io::Write as _;
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("REQSTATE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(input.as_bytes())?;
+    Ok(child.wait_with_output()?)
+}
+
+async fn sidecar() -> TestResult<Sidecar> {
+    Sidecar::start(SidecarOptions::new(keyring_toml(&[(1, "primary")]))).await
+}
+
+#[tokio::test]
+async fn remote_and_local_print_the_same_json_both_ways() -> TestResult {
+    let sidecar = sidecar().await?;
+    let connect = format!("tcp:{}", sidecar.tcp);
+    let unix = format!("unix:{}", sidecar.unix.display());
+    let keyring = sidecar.keyring.display().to_string();
+    let state = r#"{"z":1.0,"a":[1,"é",null]}"#;
+
+    // Minted by the sidecar, verified by both.
+    let minted = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+        "--context",
+        "c",
+        "--state-json",
+        state,
+    ])?;
+    assert_eq!(minted.status.code(), Some(0), "{}", stderr(&minted));
+    let minted = json_of(&minted)?;
+    let fields: Vec<&String> = minted.as_object().ok_or("not an object")?.keys().collect();
+    assert_eq!(fields, ["expires_at", "issued_at", "key_id", "token"]);
+    let token = minted["token"].as_str().ok_or("no token")?;
+    let local = run_cli(&[
+        "verify",
+        "--keyring",
+        &keyring,
+        "--tool",
+        "t",
+        "--context",
+        "c",
+        token,
+    ])?;
+    let remote = run_cli(&[
+        "verify",
+        "--connect",
+        &unix,
+        "--tool",
+        "t",
+        "--context",
+        "c",
+        token,
+    ])?;
+    assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
+    assert_eq!(json_of(&local)?, json_of(&remote)?);
+    assert_eq!(
+        json_of(&local)?["state"],
+        serde_json::json!({"a":[1,"é",null],"z":1.0})
+    );
+
+    // Minted locally, verified by both; and the refusals agree too.
+    let minted = run_cli(&[
+        "mint",
+        "--keyring",
+        &keyring,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+        "--state-cbor-hex",
+        "43010203",
+    ])?;
+    let token = json_of(&minted)?["token"]
+        .as_str()
+        .ok_or("no token")?
+        .to_owned();
+    for args in [
+        vec!["--tool", "t"],
+        vec!["--tool", "t", "--expected-step", "other"],
+        vec!["--tool", "other"],
+    ] {
+        let mut local = vec!["verify", "--keyring", &keyring];
+        local.extend(&args);
+        local.push(&token);
+        let mut remote = vec!["verify", "--connect", &connect];
+        remote.extend(&args);
+        remote.push(&token);
+        let (local, remote) = (run_cli(&local)?, run_cli(&remote)?);
+        assert_eq!(local.status.code(), remote.status.code(), "{args:?}");
+        let (local, remote) = (json_of(&local)?, json_of(&remote)?);
+        assert_eq!(local["valid"], remote["valid"], "{args:?}");
+        assert_eq!(local["reason"], remote["reason"], "{args:?}");
+        if local["valid"] == true {
+            assert_eq!(local, remote);
+            assert_eq!(remote["state_cbor_hex"], "43010203");
+        }
+    }
+    // A mint the core refuses: exit 1 with {reason, message} both ways.
+    for place in [
+        ["--keyring", keyring.as_str()],
+        ["--connect", connect.as_str()],
+    ] {
+        let out = run_cli(&["mint", place[0], place[1], "--tool", "", "--step", "s"])?;
+        assert_eq!(out.status.code(), Some(1), "{place:?} {}", stderr(&out));
+        assert_eq!(json_of(&out)?["reason"], "invalid_argument");
+    }
+
+    // `keys list --connect` is the local `keys list` of the same file.
+    for json in [false, true] {
+        let mut local = vec!["keys", "list", "--keyring", &keyring];
+        let mut remote = vec!["keys", "list", "--connect", &connect];
+        if json {
+            local.push("--json");
+            remote.push("--json");
+        }
+        let (local, remote) = (run_cli(&local)?, run_cli(&remote)?);
+        assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+        assert_eq!(
+            String::from_utf8_lossy(&local.stdout),
+            String::from_utf8_lossy(&remote.stdout)
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn consume_spends_once_and_seal_unseal_round_trip() -> TestResult {
+    let sidecar = sidecar().await?;
+    let connect = format!("tcp:{}", sidecar.tcp);
+    let keyring = sidecar.keyring.display().to_string();
+    let minted = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+        "--single-use",
+    ])?;
+    let token = json_of(&minted)?["token"]
+        .as_str()
+        .ok_or("no token")?
+        .to_owned();
+    // Plain verify refuses a single-use token; consume spends it once.
+    let plain = run_cli(&["verify", "--connect", &connect, "--tool", "t", &token])?;
+    assert_eq!(json_of(&plain)?["reason"], "single_use");
+    let first = run_cli(&["consume", "--connect", &connect, "--tool", "t", &token])?;
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(json_of(&first)?["state"], serde_json::Value::Null);
+    let second = run_cli(&["consume", "--connect", &connect, "--tool", "t", &token])?;
+    assert_eq!(second.status.code(), Some(1));
+    assert_eq!(json_of(&second)?["reason"], "replayed");
+    // A local consume without a shared store would spend nothing: refused.
+    let local = run_cli(&["consume", "--keyring", &keyring, "--tool", "t", &token])?;
+    assert_eq!(local.status.code(), Some(64));
+    assert!(
+        stderr(&local).contains("--replay-store"),
+        "{}",
+        stderr(&local)
+    );
+
+    // Seal remotely, unseal remotely and locally; the aad binds.
+    let sealed = run_cli(&[
+        "seal",
+        "--connect",
+        &connect,
+        "--payload-hex",
+        "00ff10",
+        "--aad",
+        "ctx",
+    ])?;
+    assert_eq!(sealed.status.code(), Some(0), "{}", stderr(&sealed));
+    let sealed = json_of(&sealed)?;
+    let token = sealed["token"].as_str().ok_or("no token")?;
+    for place in [
+        ["--connect", connect.as_str()],
+        ["--keyring", keyring.as_str()],
+    ] {
+        let out = run_cli(&["unseal", place[0], place[1], "--aad", "ctx", token])?;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            json_of(&out)?,
+            serde_json::json!({"valid": true, "payload_hex": "00ff10", "key_id": 1})
+        );
+        let out = run_cli(&["unseal", place[0], place[1], "--aad", "other", token])?;
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(json_of(&out)?["reason"], "authentication_failed");
+    }
+    // The mint JSON piped into `-`.
+    let out = run_with_stdin(
+        &["unseal", "--connect", &connect, "--aad", "ctx", "-"],
+        &format!("{sealed}\n"),
+    )?;
+    assert_eq!(json_of(&out)?["payload_hex"], "00ff10");
+    Ok(())
+}
+
+#[tokio::test]
+async fn bearer_token_tls_and_unreachable_sidecars() -> TestResult {
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")])).auth_token("s3cret-token"),
+    )
+    .await?;
+    let connect = format!("tcp:{}", sidecar.tcp);
+    let token_file = sidecar.dir.path().join("auth-token");
+    let token_file = token_file.display().to_string();
+    let without = run_cli(&["mint", "--connect", &connect, "--tool", "t", "--step", "s"])?;
+    assert_eq!(without.status.code(), Some(69));
+    assert!(without.stdout.is_empty());
+    assert!(
+        stderr(&without).contains("UNAUTHENTICATED"),
+        "{}",
+        stderr(&without)
+    );
+    assert!(
+        stderr(&without).contains("--auth-token-file"),
+        "{}",
+        stderr(&without)
+    );
+    let with = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--auth-token-file",
+        &token_file,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+    ])?;
+    assert_eq!(with.status.code(), Some(0), "{}", stderr(&with));
+    let listed = run_cli(&[
+        "keys",
+        "list",
+        "--connect",
+        &connect,
+        "--auth-token-file",
+        &token_file,
+    ])?;
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+
+    // Nothing listens: exit 69 with the address and the cause.
+    let port = free_port()?;
+    let gone = format!("tcp:127.0.0.1:{port}");
+    let out = run_cli(&["verify", "--connect", &gone, "--tool", "t", "abc"])?;
+    assert_eq!(out.status.code(), Some(69));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains(&gone) && stderr(&out).contains("cannot connect"),
+        "{}",
+        stderr(&out)
+    );
+    // A local flag with --connect, and a bare address: exit 64, clearly.
+    let keyring = sidecar.keyring.display().to_string();
+    let out = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--keyring",
+        &keyring,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+    ])?;
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).contains("--keyring") && stderr(&out).contains("no meaning with --connect"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--now",
+        "5",
+        "--tool",
+        "t",
+        "--step",
+        "s",
+    ])?;
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let bare = sidecar.tcp.to_string();
+    let out = run_cli(&["mint", "--connect", &bare, "--tool", "t", "--step", "s"])?;
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).contains(&format!("--connect tcp:{bare}")),
+        "{}",
+        stderr(&out)
+    );
+    drop(sidecar);
+
+    // TLS: the sidecar's certificate checked against --tls-ca.
+    let pki = crate::tls::pki()?;
+    let dir = tempfile::tempdir()?;
+    let file = |name: &str, text: &str| -> TestResult<String> {
+        let path = dir.path().join(name);
+        write_private(&path, text)?;
+        Ok(path.display().to_string())
+    };
+    let (cert, key, ca) = (
+        file("cert", &pki.server.0)?,
+        file("key", &pki.server.1)?,
+        file("ca", &pki.ca)?,
+    );
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key),
+    )
+    .await?;
+    let connect = format!("tcp:localhost:{}", sidecar.tcp.port());
+    let out = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--tls-ca",
+        &ca,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+    ])?;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plain = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--timeout-ms",
+        "2000",
+        "--tool",
+        "t",
+        "--step",
+        "s",
+    ])?;
+    assert_eq!(plain.status.code(), Some(69), "{}", stderr(&plain));
+    Ok(())
+}
+
+/// `serve --dev`'s banner: its two lines, run by a shell exactly as printed.
+#[test]
+fn the_dev_banner_lines_mint_and_verify_as_printed() -> TestResult {
+    let port = free_port()?;
+    let listen = format!("tcp:127.0.0.1:{port}");
+    let child = Command::new(BIN)
+        .args(["serve", "--dev", "--listen", &listen])
+        .env("REQSTATE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut guard = KillOnDrop(child);
+    let stdout = guard.0.stdout.take().ok_or("no stdout")?;
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line?;
+        let done = line.contains(" verify --connect ");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    let commands: Vec<&str> = lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| l.contains(" mint --connect "))
+        .collect();
+    assert_eq!(commands.len(), 2, "{lines:#?}");
+    assert!(
+        !commands[0].contains('|') && commands[1].contains(" | "),
+        "{commands:?}"
+    );
+    let run = |line: &str| -> TestResult<Output> {
+        Ok(Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .env("REQSTATE_LOG", "warn")
+            .output()?)
+    };
+    let minted = run(commands[0])?;
+    assert_eq!(minted.status.code(), Some(0), "{}", stderr(&minted));
+    assert!(json_of(&minted)?["token"].is_string());
+    let verified = run(commands[1])?;
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+    let verified = json_of(&verified)?;
+    assert_eq!(verified["valid"], true);
+    assert_eq!(verified["state"], serde_json::json!({"n": 1}));
+    assert_eq!(verified["step"], "confirm");
+    Ok(())
+}
+
+/// A command whose standard output is a pipe nobody reads exits 141 (as a
+/// shell reports a tool that SIGPIPE ended), quietly: no panic, no backtrace.
+#[test]
+fn a_closed_output_pipe_ends_every_printing_command_quietly() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let keyring = dir.path().join("keyring.toml");
+    write_private(&keyring, &keyring_toml(&[(1, "primary")]))?;
+    let keyring = keyring.display().to_string();
+    let minted = run_cli(&["mint", "--keyring", &keyring, "--tool", "t", "--step", "s"])?;
+    let token = json_of(&minted)?["token"]
+        .as_str()
+        .ok_or("no token")?
+        .to_owned();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["mint", "--keyring", &keyring, "--tool", "t", "--step", "s"],
+        vec!["verify", "--keyring", &keyring, "--tool", "t", &token],
+        vec!["keys", "list", "--keyring", &keyring],
+        vec!["inspect", &token],
+        vec!["--help"],
+        vec!["mint", "--help"],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe()?;
+        drop(reader);
+        let out = Command::new(BIN)
+            .args(&args)
+            .env("REQSTATE_LOG", "warn")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()?;
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {}", stderr(&out));
+        assert!(out.stderr.is_empty(), "{args:?}: {}", stderr(&out));
+    }
+    Ok(())
+}
+
+#[test]
+fn hints_and_flag_messages_a_person_can_act_on() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let keyring = dir.path().join("my keys.toml");
+    let keyring_text = keyring.display().to_string();
+    // `keys new`'s hint, run by a shell as printed, promotes the key.
+    for _ in 0..2 {
+        let out = run_cli(&["keys", "new", "--keyring", &keyring_text])?;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let out = run_cli(&["keys", "new", "--keyring", &keyring_text])?;
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let hint = said
+        .split('`')
+        .find(|part| part.starts_with("reqstate keys promote"))
+        .ok_or_else(|| format!("no promote hint in {said}"))?
+        .replacen("reqstate", BIN, 1);
+    // The key is brand new: the hint's command refuses with its own advice
+    // (the propagation delay), not with a missing --keyring.
+    let ran = Command::new("sh")
+        .arg("-c")
+        .arg(&hint)
+        .env("REQSTATE_LOG", "warn")
+        .output()?;
+    assert!(
+        !stderr(&ran).contains("required"),
+        "{hint}: {}",
+        stderr(&ran)
+    );
+    assert!(
+        stderr(&ran).contains("--propagation") || ran.status.success(),
+        "{hint}: {}",
+        stderr(&ran)
+    );
+    let forced = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{hint} --force"))
+        .env("REQSTATE_LOG", "warn")
+        .output()?;
+    assert_eq!(forced.status.code(), Some(0), "{hint}: {}", stderr(&forced));
+
+    // `--ttl -1`: the flag and what it takes, not clap's "unexpected argument".
+    let out = run_cli(&[
+        "mint",
+        "--keyring",
+        &keyring_text,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+        "--ttl",
+        "-1",
+    ])?;
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).contains("--ttl") && stderr(&out).contains("whole number of seconds"),
+        "{}",
+        stderr(&out)
+    );
+    // A bare HOST:PORT: the form that works.
+    let out = run_cli(&["serve", "--dev", "--listen", "127.0.0.1:50051"])?;
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).contains("--listen tcp:127.0.0.1:50051"),
+        "{}",
+        stderr(&out)
+    );
+    // A missing keyring is reported before the missing --listen.
+    let out = run_cli(&["serve", "--keyring", "missing.toml"])?;
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("missing.toml"), "{}", stderr(&out));
+    // No Rust debug text in a log line or message.
+    assert!(!stderr(&out).contains("Some("), "{}", stderr(&out));
+    Ok(())
+}
+
+/// `serve --max-ttl 60` alone serves (the default TTL is clamped to it);
+/// `--default-ttl` above `--max-ttl`, both given, is still refused.
+#[tokio::test]
+async fn max_ttl_alone_clamps_the_default_ttl() -> TestResult {
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--max-ttl")
+            .arg("60"),
+    )
+    .await?;
+    let connect = format!("unix:{}", sidecar.unix.display());
+    let log = sidecar.log();
+    assert!(log.contains("serving gRPC listen=127.0.0.1:"), "{log}");
+    assert!(!log.contains("Some("), "{log}");
+    let minted = run_cli(&[
+        "mint",
+        "--connect",
+        &connect,
+        "--tool",
+        "t",
+        "--step",
+        "s",
+        "--ttl",
+        "60",
+    ])?;
+    let minted = json_of(&minted)?;
+    assert_eq!(
+        minted["expires_at"].as_u64().unwrap_or(0) - minted["issued_at"].as_u64().unwrap_or(0),
+        60
+    );
+    drop(sidecar);
+    let out = run_cli(&["serve", "--dev", "--max-ttl", "60", "--default-ttl", "600"])?;
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).contains("--default-ttl 600"),
+        "{}",
+        stderr(&out)
+    );
+    Ok(())
+}
