@@ -315,6 +315,12 @@ bash tests/mcp-conformance/run.sh
 step "deployment kit: Kubernetes manifests and the systemd unit, validated and run (deploy/run-tests.sh)"
 bash deploy/run-tests.sh
 
+step "artifacts a user installs: the crates (cargo package, verified), the abi3 wheel without a toolchain, the npm tarball, the static musl binary (scripts/artifacts.sh, docs/RELEASE.md)"
+# The binary is the background release-musl build (the same command): the
+# script finds it up to date. The wheel is the one the Python steps built.
+bg_wait release-musl
+bash scripts/artifacts.sh
+
 step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
 bg_wait fuzz-build
 bash fuzz/run.sh 20

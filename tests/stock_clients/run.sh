@@ -138,7 +138,7 @@ if [ "$needs_sidecars" = 1 ]; then
   pids+=($!)
   tcp=""
   for _ in $(seq 200); do
-    port="$(sed -n 's/.*serving gRPC listen=Some(127\.0\.0\.1:\([0-9]*\)).*/\1/p' "$work/tcp.log")"
+    port="$(sed -n 's/.*serving gRPC listen=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/tcp.log")"
     [ -n "$port" ] && tcp="127.0.0.1:$port"
     [ -S "$socket" ] && [ -n "$tcp" ] && break
     for pid in "${pids[@]}"; do

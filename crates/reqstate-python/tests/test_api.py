@@ -198,6 +198,9 @@ def test_arguments_are_checked_where_built() -> None:
     with pytest.raises(InvalidArgument) as empty:
         Binding("")
     assert empty.value.reason == "invalid_argument" and isinstance(empty.value, ValueError)
+    # The reason once, then what is wrong: never "invalid_argument: invalid argument: ...".
+    text = str(empty.value)
+    assert text.startswith("invalid_argument: ") and "invalid argument" not in text, text
     bad_bindings: list[Callable[[], object]] = [
         lambda: Binding("t" * 257),
         lambda: Binding("t", b"x" * 65537),

@@ -24,7 +24,11 @@ class ReqstateError(Exception):
         self.message = message
 
     def __str__(self) -> str:
-        return f"{self.reason}: {self.message}"
+        # The core's messages often start with the reason in words
+        # ("invalid argument: ..."): say it once, as the reason's name.
+        words = self.reason.replace("_", " ") + ": "
+        body = self.message[len(words):] if self.message.startswith(words) else self.message
+        return f"{self.reason}: {body}"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.reason!r}, {self.message!r})"
