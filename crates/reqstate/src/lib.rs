@@ -170,4 +170,3 @@ pub use types::{
 /// The wiper of [`SecretSource::resolve`]'s result, re-exported so that a
 /// source needs no `zeroize` dependency of its own.
 pub use zeroize::Zeroizing;
-
