@@ -63,7 +63,11 @@ bg_start() {
     [ -n "$bg_dir" ] || bg_dir=$(mktemp -d "${TMPDIR:-/tmp}/reqstate-test-bg.XXXXXX")
     # Its own process group (setsid), so that an early exit of this script
     # stops the whole build, not only the shell around it.
+    # A new session is a new scheduler autogroup where the kernel has
+    # autogroups (sched_autogroup_enabled): nice counts only inside one, so
+    # the group itself is niced too, or it would get half the CPUs.
     setsid nice -n 19 bash -c 'started=$(date +%s); status=0
+        echo 19 2>/dev/null >/proc/self/autogroup || true
         "${@:3}" >"$1" 2>&1 || status=$?
         echo "$status $(($(date +%s) - started))" >"$2"' \
         bg "$bg_dir/$name.log" "$bg_dir/$name.done" "$@" &

@@ -2,7 +2,7 @@
 //!
 //! `println!` panics when standard output is a pipe whose reader has gone
 //! (`reqstate mint … | head -c0`): Rust ignores SIGPIPE, so the write fails
-//! with `EPIPE`. The commands write through [`line`] instead and, on a
+//! with `EPIPE`. The commands write through [`line()`] instead and, on a
 //! closed pipe, exit quietly with [`EXIT_BROKEN_PIPE`] (141, what a shell
 //! reports for `cat`, `ls` and every other tool that SIGPIPE ended).
 
@@ -29,7 +29,7 @@ pub fn line(text: impl std::fmt::Display, code: u8) -> u8 {
     }
 }
 
-/// The exit code of a failed write to standard output (see [`line`]).
+/// The exit code of a failed write to standard output (see [`line()`]).
 pub fn write_failed(e: &std::io::Error) -> u8 {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         EXIT_BROKEN_PIPE
