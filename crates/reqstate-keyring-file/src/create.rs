@@ -114,10 +114,19 @@ pub fn replace_keyring_file(path: impl AsRef<Path>, text: &str) -> Result<(), Ke
         path: path.to_path_buf(),
         error,
     })?;
+    write_keyring_text(path, text).map_err(io_error(path))
+}
+
+/// Writes `text` to the keyring file at `path` atomically, without checking
+/// it (callers validate first, as [`replace_keyring_file`] and `reqstate
+/// keys` do): a temporary file in the same directory, mode `0600`, flushed
+/// to disk, renamed over the file, the directory flushed. A reader (or a
+/// watching sidecar) sees the old file or the new one, never a partial one.
+/// A symlinked keyring is written where it really lives, so the link
+/// survives (renaming over it would replace it with a plain file).
+pub fn write_keyring_text(path: &Path, text: &str) -> std::io::Result<()> {
     let target = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            std::fs::canonicalize(path).map_err(io_error(path))?
-        }
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path)?,
         _ => path.to_path_buf(),
     };
     let temporary = temporary_name(&target);
@@ -133,9 +142,10 @@ pub fn replace_keyring_file(path: impl AsRef<Path>, text: &str) -> Result<(), Ke
     })();
     if let Err(error) = written {
         let _ = std::fs::remove_file(&temporary);
-        return Err(io_error(path)(error));
+        return Err(error);
     }
-    sync_directory(&target)
+    // The rename itself made durable, in the directory it happened in.
+    std::fs::File::open(watched_directory(&target))?.sync_all()
 }
 
 /// A fresh name next to `target`: `.NAME.tmp-PID-N`.

@@ -61,7 +61,7 @@ use zeroize::Zeroizing;
 mod create;
 mod reloading;
 
-pub use create::{create_new, replace_keyring_file};
+pub use create::{create_new, replace_keyring_file, write_keyring_text};
 pub use reloading::{KeyringFile, KeyringFileOptions, Reload};
 
 /// The README's snippets, compiled as doctests so they cannot rot.

@@ -10,8 +10,6 @@ pub mod time;
 pub mod timeline;
 
 use std::fmt;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use reqstate::{Algorithm, KeyStatus, OsRandom, Secret};
@@ -281,9 +279,9 @@ fn find_key(tables: &mut ArrayOfTables, id: u32) -> Result<&mut Table, KeysError
 }
 
 /// Validates the edited text with the sidecar's own loader rules, then
-/// writes it atomically: a temporary file in the same directory, mode 0600,
-/// flushed to disk, renamed over the original. A reader (or a watching
-/// sidecar) sees the old file or the new one, never a partial one.
+/// writes it atomically ([`reqstate_keyring_file::write_keyring_text`]): a
+/// reader (or a watching sidecar) sees the old file or the new one, never a
+/// partial one.
 fn validate_and_write(
     path: &Path,
     doc: &DocumentMut,
@@ -305,41 +303,10 @@ fn validate_and_write(
             .check_schedule(policy)
             .map_err(|e| KeysError::Invalid(path.to_path_buf(), e.to_string()))?;
     }
-    // ... and written where a symlinked keyring really lives, so the link
-    // survives (renaming over it would replace it with a plain file).
-    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let path = resolved.as_path();
-    let io = |e| KeysError::Io(path.to_path_buf(), e);
-    let file_name = path.file_name().ok_or_else(|| {
-        KeysError::Io(
-            path.to_path_buf(),
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
-        )
-    })?;
-    let mut temporary_name = std::ffi::OsString::from(".");
-    temporary_name.push(file_name);
-    temporary_name.push(format!(".{}.tmp", std::process::id()));
-    let temporary = path.with_file_name(temporary_name);
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temporary)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)?;
-        // Make the rename itself durable.
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written.map_err(io)?;
+    // ... and written atomically, 0600, where a symlinked keyring really
+    // lives (the same write as the loader crate's replace_keyring_file).
+    reqstate_keyring_file::write_keyring_text(path, &text)
+        .map_err(|e| KeysError::Io(path.to_path_buf(), e))?;
     Ok(keyring)
 }
 
