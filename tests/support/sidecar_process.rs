@@ -103,6 +103,18 @@ pub fn free_port() -> TestResult<u16> {
         .port())
 }
 
+/// A command's standard output as JSON, or an error showing what it printed
+/// (both streams).
+pub fn stdout_json(out: &Output) -> TestResult<serde_json::Value> {
+    Ok(serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?)
+}
+
 /// Runs the binary to completion (for CLI tests).
 pub fn run_cli(args: &[&str]) -> TestResult<Output> {
     Ok(Command::new(binary()?)

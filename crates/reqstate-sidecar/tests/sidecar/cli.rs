@@ -8,18 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use sidecar_process::{
-    BIN, KillOnDrop, TestResult, free_port, keyring_toml, run_cli, write_private,
+    BIN, KillOnDrop, TestResult, free_port, keyring_toml, run_cli, stdout_json, write_private,
 };
-
-fn stdout_json(out: &std::process::Output) -> TestResult<serde_json::Value> {
-    Ok(serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?)
-}
 
 fn keyring_arg(path: &Path) -> String {
     path.display().to_string()

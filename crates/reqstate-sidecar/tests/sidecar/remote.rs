@@ -11,18 +11,8 @@ use std::process::{Command, Output, Stdio};
 
 use sidecar_process::{
     BIN, KillOnDrop, Sidecar, SidecarOptions, TestResult, free_port, keyring_toml, run_cli,
-    write_private,
+    stdout_json, write_private,
 };
-
-fn json_of(out: &Output) -> TestResult<serde_json::Value> {
-    Ok(serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?)
-}
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -73,7 +63,7 @@ async fn remote_and_local_print_the_same_json_both_ways() -> TestResult {
         state,
     ])?;
     assert_eq!(minted.status.code(), Some(0), "{}", stderr(&minted));
-    let minted = json_of(&minted)?;
+    let minted = stdout_json(&minted)?;
     let fields: Vec<&String> = minted.as_object().ok_or("not an object")?.keys().collect();
     assert_eq!(fields, ["expires_at", "issued_at", "key_id", "token"]);
     let token = minted["token"].as_str().ok_or("no token")?;
@@ -98,9 +88,9 @@ async fn remote_and_local_print_the_same_json_both_ways() -> TestResult {
         token,
     ])?;
     assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
-    assert_eq!(json_of(&local)?, json_of(&remote)?);
+    assert_eq!(stdout_json(&local)?, stdout_json(&remote)?);
     assert_eq!(
-        json_of(&local)?["state"],
+        stdout_json(&local)?["state"],
         serde_json::json!({"a":[1,"é",null],"z":1.0})
     );
 
@@ -116,7 +106,7 @@ async fn remote_and_local_print_the_same_json_both_ways() -> TestResult {
         "--state-cbor-hex",
         "43010203",
     ])?;
-    let token = json_of(&minted)?["token"]
+    let token = stdout_json(&minted)?["token"]
         .as_str()
         .ok_or("no token")?
         .to_owned();
@@ -133,7 +123,7 @@ async fn remote_and_local_print_the_same_json_both_ways() -> TestResult {
         remote.push(&token);
         let (local, remote) = (run_cli(&local)?, run_cli(&remote)?);
         assert_eq!(local.status.code(), remote.status.code(), "{args:?}");
-        let (local, remote) = (json_of(&local)?, json_of(&remote)?);
+        let (local, remote) = (stdout_json(&local)?, stdout_json(&remote)?);
         assert_eq!(local["valid"], remote["valid"], "{args:?}");
         assert_eq!(local["reason"], remote["reason"], "{args:?}");
         if local["valid"] == true {
@@ -148,7 +138,7 @@ async fn remote_and_local_print_the_same_json_both_ways() -> TestResult {
     ] {
         let out = run_cli(&["mint", place[0], place[1], "--tool", "", "--step", "s"])?;
         assert_eq!(out.status.code(), Some(1), "{place:?} {}", stderr(&out));
-        assert_eq!(json_of(&out)?["reason"], "invalid_argument");
+        assert_eq!(stdout_json(&out)?["reason"], "invalid_argument");
     }
 
     // `keys list --connect` is the local `keys list` of the same file.
@@ -184,19 +174,19 @@ async fn consume_spends_once_and_seal_unseal_round_trip() -> TestResult {
         "s",
         "--single-use",
     ])?;
-    let token = json_of(&minted)?["token"]
+    let token = stdout_json(&minted)?["token"]
         .as_str()
         .ok_or("no token")?
         .to_owned();
     // Plain verify refuses a single-use token; consume spends it once.
     let plain = run_cli(&["verify", "--connect", &connect, "--tool", "t", &token])?;
-    assert_eq!(json_of(&plain)?["reason"], "single_use");
+    assert_eq!(stdout_json(&plain)?["reason"], "single_use");
     let first = run_cli(&["consume", "--connect", &connect, "--tool", "t", &token])?;
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
-    assert_eq!(json_of(&first)?["state"], serde_json::Value::Null);
+    assert_eq!(stdout_json(&first)?["state"], serde_json::Value::Null);
     let second = run_cli(&["consume", "--connect", &connect, "--tool", "t", &token])?;
     assert_eq!(second.status.code(), Some(1));
-    assert_eq!(json_of(&second)?["reason"], "replayed");
+    assert_eq!(stdout_json(&second)?["reason"], "replayed");
     // A local consume without a shared store would spend nothing: refused.
     let local = run_cli(&["consume", "--keyring", &keyring, "--tool", "t", &token])?;
     assert_eq!(local.status.code(), Some(64));
@@ -217,7 +207,7 @@ async fn consume_spends_once_and_seal_unseal_round_trip() -> TestResult {
         "ctx",
     ])?;
     assert_eq!(sealed.status.code(), Some(0), "{}", stderr(&sealed));
-    let sealed = json_of(&sealed)?;
+    let sealed = stdout_json(&sealed)?;
     let token = sealed["token"].as_str().ok_or("no token")?;
     for place in [
         ["--connect", connect.as_str()],
@@ -226,19 +216,19 @@ async fn consume_spends_once_and_seal_unseal_round_trip() -> TestResult {
         let out = run_cli(&["unseal", place[0], place[1], "--aad", "ctx", token])?;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(
-            json_of(&out)?,
+            stdout_json(&out)?,
             serde_json::json!({"valid": true, "payload_hex": "00ff10", "key_id": 1})
         );
         let out = run_cli(&["unseal", place[0], place[1], "--aad", "other", token])?;
         assert_eq!(out.status.code(), Some(1));
-        assert_eq!(json_of(&out)?["reason"], "authentication_failed");
+        assert_eq!(stdout_json(&out)?["reason"], "authentication_failed");
     }
     // The mint JSON piped into `-`.
     let out = run_with_stdin(
         &["unseal", "--connect", &connect, "--aad", "ctx", "-"],
         &format!("{sealed}\n"),
     )?;
-    assert_eq!(json_of(&out)?["payload_hex"], "00ff10");
+    assert_eq!(stdout_json(&out)?["payload_hex"], "00ff10");
     Ok(())
 }
 
@@ -429,10 +419,10 @@ fn the_dev_banner_lines_mint_and_verify_as_printed() -> TestResult {
     };
     let minted = run(commands[0])?;
     assert_eq!(minted.status.code(), Some(0), "{}", stderr(&minted));
-    assert!(json_of(&minted)?["token"].is_string());
+    assert!(stdout_json(&minted)?["token"].is_string());
     let verified = run(commands[1])?;
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
-    let verified = json_of(&verified)?;
+    let verified = stdout_json(&verified)?;
     assert_eq!(verified["valid"], true);
     assert_eq!(verified["state"], serde_json::json!({"n": 1}));
     assert_eq!(verified["step"], "confirm");
@@ -448,7 +438,7 @@ fn a_closed_output_pipe_ends_every_printing_command_quietly() -> TestResult {
     write_private(&keyring, &keyring_toml(&[(1, "primary")]))?;
     let keyring = keyring.display().to_string();
     let minted = run_cli(&["mint", "--keyring", &keyring, "--tool", "t", "--step", "s"])?;
-    let token = json_of(&minted)?["token"]
+    let token = stdout_json(&minted)?["token"]
         .as_str()
         .ok_or("no token")?
         .to_owned();
@@ -578,7 +568,7 @@ async fn max_ttl_alone_clamps_the_default_ttl() -> TestResult {
         "--ttl",
         "60",
     ])?;
-    let minted = json_of(&minted)?;
+    let minted = stdout_json(&minted)?;
     assert_eq!(
         minted["expires_at"].as_u64().unwrap_or(0) - minted["issued_at"].as_u64().unwrap_or(0),
         60
