@@ -6,7 +6,11 @@
 # the MCP SDKs, the Deno, Bun and workerd runtimes as the npm packages `deno`,
 # `bun`, `miniflare`, esbuild, gRPC, fast-check) into test/node_modules. Then:
 #   test/vectors.test.js   tests/vectors/v1.json both directions + call_context.json (Node)
-#   test/runtimes.test.js  the same suite on Deno, Bun and workerd; no Node-only import in the library
+#   test/runtimes.test.js  the same suite on Deno, Bun and workerd (with and without nodejs_compat), each on
+#                          the primitives it must take (cryptoBackend()); no Node-only import in the library
+#   test/backends.test.js  node:crypto and pure primitives: Node native, Node without getBuiltinModule pure (the
+#                          vector suite there), the same bytes primitive by primitive and token by token
+#   test/entries.test.js   @reqstate/codec and @reqstate/codec/compact bundled with esbuild: TOML only in the main one
 #   test/cross.test.js     Rust CLI x sidecar x this package, every pair, both algorithms
 #   test/property.test.js  fast-check: TypeScript mint -> Rust verify and back
 #   test/api.test.js       keyrings, policy, rotation, reasons, the MCP SDK drop-in, the CLI

@@ -7,6 +7,18 @@ const strictDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** UTF-8 bytes of a string that must be well-formed (no lone surrogates). */
 export function utf8(s: string): Uint8Array {
+  // Short ASCII text (tools, steps, keys) without TextEncoder, whose call
+  // costs more than the copy on most runtimes.
+  const n = s.length;
+  if (n <= 64) {
+    const out = new Uint8Array(n);
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) return encoder.encode(s);
+      out[i] = c;
+    }
+    return out;
+  }
   return encoder.encode(s);
 }
 
@@ -27,11 +39,25 @@ export function isWellFormed(s: string): boolean {
 
 /** Decodes UTF-8 strictly; returns undefined for invalid UTF-8. */
 export function decodeUtf8(b: Uint8Array): string | undefined {
+  const n = b.length;
+  if (n <= 64) {
+    // Short ASCII (valid UTF-8 as it is) without TextDecoder.
+    let s = '';
+    let i = 0;
+    for (; i < n && b[i] < 0x80; i++) s += String.fromCharCode(b[i]);
+    if (i === n) return s;
+  }
   try {
     return strictDecoder.decode(b);
   } catch {
     return undefined;
   }
+}
+
+/** Whether `b[start..end)` is ASCII (and so UTF-8). */
+export function isAscii(b: Uint8Array, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (b[i] >= 0x80) return false;
+  return true;
 }
 
 export function concat(...parts: Uint8Array[]): Uint8Array {
@@ -105,9 +131,27 @@ function encode64(b: Uint8Array, alphabet: string): string {
   return s;
 }
 
+// base64url of 12 bits at a time: two characters per table entry, built
+// after the first 256 encodings (a Worker that starts, mints once and is
+// evicted does not pay for the table).
+let urlPairs: string[] | undefined;
+let encodings = 0;
+
 /** base64url without padding (RFC 4648 §5). */
 export function base64urlEncode(b: Uint8Array): string {
-  return encode64(b, URL_ALPHABET);
+  if (urlPairs === undefined) {
+    if (++encodings <= 256) return encode64(b, URL_ALPHABET);
+    urlPairs = Array.from({ length: 4096 }, (_, i) => URL_ALPHABET[i >> 6] + URL_ALPHABET[i & 63]);
+  }
+  const pairs = urlPairs;
+  let s = '';
+  let i = 0;
+  const whole = b.length - (b.length % 3);
+  for (; i < whole; i += 3) {
+    const n = (b[i] << 16) | (b[i + 1] << 8) | b[i + 2];
+    s += pairs[n >> 12] + pairs[n & 4095];
+  }
+  return i === b.length ? s : s + encode64(b.subarray(i), URL_ALPHABET);
 }
 
 /** Standard base64 with padding. */

@@ -1,9 +1,12 @@
 // The call context (FORMAT.md §7): SHA-256 over a label, the principal, the
 // audience, the method and SHA-256 of the JCS (RFC 8785) text of the
 // arguments, parsed strictly from the text as received.
-import { sha256 } from '@noble/hashes/sha2.js';
+import { primitives } from './primitives.js';
 import { concat, isWellFormed, lp, utf8 } from './bytes.js';
 import { ReqstateError } from './errors.js';
+
+/** SHA-256 on this runtime's primitives (node:crypto or pure). */
+const sha256 = (data: Uint8Array): Uint8Array => primitives.sha256(data);
 
 export const CALL_CONTEXT_LABEL = 'reqstate/v1 call-context-jcs';
 /** Deepest nesting of arrays and objects accepted in the arguments. */

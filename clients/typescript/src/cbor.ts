@@ -5,7 +5,7 @@
 // - the claims envelope, encoded and parsed strictly;
 // - a small value encoder (JS value -> preferred CBOR) and decoder
 //   (CBOR -> JS value) for states.
-import { concat, decodeUtf8, isWellFormed, utf8 } from './bytes.js';
+import { concat, decodeUtf8, isAscii, isWellFormed, utf8 } from './bytes.js';
 import { ReqstateError } from './errors.js';
 
 /** Nesting limit of a state item (FORMAT.md §5). */
@@ -107,7 +107,7 @@ export function walk(buf: Uint8Array, start: number, preferred = false): WalkRes
         case 2:
         case 3:
           if (arg > len - pos) throw new CborError('truncated string');
-          if (mt === 3 && decodeUtf8(buf.subarray(pos, pos + arg)) === undefined) throw new CborError('text string is not UTF-8');
+          if (mt === 3 && !isAscii(buf, pos, pos + arg) && decodeUtf8(buf.subarray(pos, pos + arg)) === undefined) throw new CborError('text string is not UTF-8');
           pos += arg;
           completed = true;
           break;
@@ -197,6 +197,7 @@ function halfToNumber(h: number): number {
 
 /** A head with a shortest argument (n: a non-negative integer below 2^64). */
 export function head(mt: number, n: number | bigint): Uint8Array {
+  if (typeof n === 'bigint' && n >= 0n && n <= 0xffffffffn) n = Number(n);
   if (typeof n === 'number' && n <= 0xffffffff) {
     if (n < 24) return new Uint8Array([(mt << 5) | n]);
     if (n < 0x100) return new Uint8Array([(mt << 5) | 24, n]);
@@ -243,19 +244,20 @@ export interface RawClaims {
   state: Uint8Array;
 }
 
-/** `A4 01 <uint> 02 <uint> 03 <text> 04 <item>` (FORMAT.md §5). */
+/** `A4 01 <uint> 02 <uint> 03 <text> 04 <item>` (FORMAT.md §5), in one allocation. */
 export function encodeClaims(issuedAt: bigint, lifetime: bigint, step: Uint8Array, state: Uint8Array): Uint8Array {
-  return concat(
-    new Uint8Array([0xa4, 0x01]),
-    head(0, issuedAt),
-    new Uint8Array([0x02]),
-    head(0, lifetime),
-    new Uint8Array([0x03]),
-    head(3, step.length),
-    step,
-    new Uint8Array([0x04]),
-    state,
-  );
+  const w = new Writer(16 + step.length + state.length);
+  w.byte(0xa4);
+  w.byte(0x01);
+  w.head(0, issuedAt);
+  w.byte(0x02);
+  w.head(0, lifetime);
+  w.byte(0x03);
+  w.head(3, step.length);
+  w.bytes(step);
+  w.byte(0x04);
+  w.bytes(state);
+  return w.finish();
 }
 
 /** Parses the claims envelope strictly. Throws CborError. */
@@ -337,61 +339,133 @@ function encodeInt(n: bigint): Uint8Array {
  * Throws `state_encoding` for anything else or nesting deeper than 16.
  */
 export function encodeValue(value: unknown): Uint8Array {
-  const parts: Uint8Array[] = [];
-  const go = (v: unknown, depth: number): void => {
-    if (v === null) parts.push(new Uint8Array([0xf6]));
-    else if (v === undefined) parts.push(new Uint8Array([0xf7]));
-    else if (v === true) parts.push(new Uint8Array([0xf5]));
-    else if (v === false) parts.push(new Uint8Array([0xf4]));
-    else if (typeof v === 'number') {
-      // Integral numbers that JSON.stringify prints without an exponent are
-      // integers (as `--state-json` of that text); others are floats.
-      // The integer is the one those digits write (for |v| >= 2^53 the
-      // shortest digits, not the double's exact binary value).
-      const int = Number.isInteger(v) && !Number.isSafeInteger(v) && Math.abs(v) < 1e21 ? BigInt(String(v)) : undefined;
-      if (Number.isSafeInteger(v)) parts.push(v >= 0 ? head(0, v) : head(1, -1 - v));
-      else parts.push(int !== undefined && int >= -(1n << 63n) && int <= U64_MAX ? encodeInt(int) : encodeFloat(v));
-    } else if (typeof v === 'bigint') parts.push(encodeInt(v));
-    else if (typeof v === 'string') {
-      if (!isWellFormed(v)) throw new ReqstateError('state_encoding', 'a string holds a lone surrogate');
-      const b = utf8(v);
-      parts.push(head(3, b.length), b);
-    } else if (v instanceof Uint8Array) parts.push(head(2, v.length), v);
-    else {
-      if (depth >= MAX_STATE_DEPTH) throw new ReqstateError('state_encoding', 'state nested deeper than 16 levels');
-      if (Array.isArray(v)) {
-        parts.push(head(4, v.length));
-        for (const x of v) go(x, depth + 1);
-      } else if (v instanceof Map) {
-        parts.push(head(5, v.size));
-        for (const [k, x] of v) {
-          go(k, depth + 1);
-          go(x, depth + 1);
-        }
-      } else if (v instanceof Tagged) {
-        const t = BigInt(v.tag);
-        if (t < 0n || t > U64_MAX) throw new ReqstateError('state_encoding', 'tag out of range');
-        parts.push(head(6, t));
-        go(v.value, depth + 1);
-      } else if (typeof v === 'object' && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
-        const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined);
-        const keyed = entries.map(([k, x]) => {
-          if (!isWellFormed(k)) throw new ReqstateError('state_encoding', 'a key holds a lone surrogate');
-          return [utf8(k), x] as const;
-        });
-        keyed.sort((a, b) => compareBytes(a[0], b[0]));
-        parts.push(head(5, keyed.length));
-        for (const [k, x] of keyed) {
-          parts.push(head(3, k.length), k);
-          go(x, depth + 1);
-        }
-      } else {
-        throw new ReqstateError('state_encoding', `cannot encode a ${typeof v === 'object' ? (v.constructor?.name ?? 'object') : typeof v}`);
+  const w = new Writer(64);
+  encodeInto(w, value, 0);
+  return w.finish();
+}
+
+function encodeInto(w: Writer, v: unknown, depth: number): void {
+  if (v === null) w.byte(0xf6);
+  else if (v === undefined) w.byte(0xf7);
+  else if (v === true) w.byte(0xf5);
+  else if (v === false) w.byte(0xf4);
+  else if (typeof v === 'number') {
+    // Integral numbers that JSON.stringify prints without an exponent are
+    // integers (as `--state-json` of that text); others are floats.
+    // The integer is the one those digits write (for |v| >= 2^53 the
+    // shortest digits, not the double's exact binary value).
+    if (Number.isSafeInteger(v)) {
+      if (v >= 0) w.head(0, v);
+      else w.head(1, -1 - v);
+    } else {
+      const int = Number.isInteger(v) && Math.abs(v) < 1e21 ? BigInt(String(v)) : undefined;
+      w.bytes(int !== undefined && int >= -(1n << 63n) && int <= U64_MAX ? encodeInt(int) : encodeFloat(v));
+    }
+  } else if (typeof v === 'bigint') w.bytes(encodeInt(v));
+  else if (typeof v === 'string') {
+    if (!isWellFormed(v)) throw new ReqstateError('state_encoding', 'a string holds a lone surrogate');
+    w.text(v);
+  } else if (v instanceof Uint8Array) {
+    w.head(2, v.length);
+    w.bytes(v);
+  } else {
+    if (depth >= MAX_STATE_DEPTH) throw new ReqstateError('state_encoding', 'state nested deeper than 16 levels');
+    if (Array.isArray(v)) {
+      w.head(4, v.length);
+      for (const x of v) encodeInto(w, x, depth + 1);
+    } else if (v instanceof Map) {
+      w.head(5, v.size);
+      for (const [k, x] of v) {
+        encodeInto(w, k, depth + 1);
+        encodeInto(w, x, depth + 1);
+      }
+    } else if (v instanceof Tagged) {
+      const t = BigInt(v.tag);
+      if (t < 0n || t > U64_MAX) throw new ReqstateError('state_encoding', 'tag out of range');
+      w.head(6, t);
+      encodeInto(w, v.value, depth + 1);
+    } else if (typeof v === 'object' && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
+      const keyed: [Uint8Array, unknown][] = [];
+      for (const k in v) {
+        if (!Object.hasOwn(v, k)) continue;
+        const x = (v as Record<string, unknown>)[k];
+        if (x === undefined) continue;
+        if (!isWellFormed(k)) throw new ReqstateError('state_encoding', 'a key holds a lone surrogate');
+        keyed.push([utf8(k), x]);
+      }
+      keyed.sort((a, b) => compareBytes(a[0], b[0]));
+      w.head(5, keyed.length);
+      for (const [k, x] of keyed) {
+        w.head(3, k.length);
+        w.bytes(k);
+        encodeInto(w, x, depth + 1);
+      }
+    } else {
+      throw new ReqstateError('state_encoding', `cannot encode a ${typeof v === 'object' ? (v.constructor?.name ?? 'object') : typeof v}`);
+    }
+  }
+}
+
+/** A growing output buffer for the encoders (one allocation for most items). */
+class Writer {
+  private buf: Uint8Array;
+  private n = 0;
+  constructor(capacity: number) {
+    this.buf = new Uint8Array(capacity);
+  }
+  private room(k: number): void {
+    if (this.n + k <= this.buf.length) return;
+    const next = new Uint8Array(Math.max(this.buf.length * 2, this.n + k));
+    next.set(this.buf.subarray(0, this.n));
+    this.buf = next;
+  }
+  byte(b: number): void {
+    this.room(1);
+    this.buf[this.n++] = b;
+  }
+  bytes(b: Uint8Array): void {
+    const k = b.length;
+    this.room(k);
+    const buf = this.buf;
+    let o = this.n;
+    if (k < 32) for (let i = 0; i < k; i++) buf[o++] = b[i];
+    else buf.set(b, o);
+    this.n += k;
+  }
+  /** A text string item: head and UTF-8 (ASCII written directly). */
+  text(s: string): void {
+    const k = s.length;
+    if (k < 24) {
+      this.room(1 + k);
+      const buf = this.buf;
+      const start = this.n;
+      buf[start] = 0x60 | k;
+      let i = 0;
+      for (; i < k; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        buf[start + 1 + i] = c;
+      }
+      if (i === k) {
+        this.n = start + 1 + k;
+        return;
       }
     }
-  };
-  go(value, 0);
-  return concat(...parts);
+    const b = utf8(s);
+    this.head(3, b.length);
+    this.bytes(b);
+  }
+  /** A head with its shortest argument (n below 2^64). */
+  head(mt: number, n: number | bigint): void {
+    if (typeof n === 'number' && n < 24) {
+      this.byte((mt << 5) | n);
+      return;
+    }
+    this.bytes(head(mt, n));
+  }
+  finish(): Uint8Array {
+    return this.buf.slice(0, this.n);
+  }
 }
 
 /**
@@ -468,7 +542,8 @@ export function decodeValue(buf: Uint8Array): unknown {
           pos++;
           bytes = concat(...chunks);
         } else {
-          bytes = buf.slice(pos, pos + Number(arg));
+          // Text is decoded from a view; a byte string is handed out as a copy.
+          bytes = mt === 3 ? buf.subarray(pos, pos + Number(arg)) : buf.slice(pos, pos + Number(arg));
           pos += Number(arg);
         }
         if (mt === 2) return bytes;
@@ -498,7 +573,9 @@ export function decodeValue(buf: Uint8Array): unknown {
           const obj: Record<string, unknown> = {};
           for (const [k, v] of entries) {
             if (Object.hasOwn(obj, k as string)) throw new CborError('duplicate map key');
-            Object.defineProperty(obj, k as string, { value: v, enumerable: true, writable: true, configurable: true });
+            // An own data property even for "__proto__" (an assignment would set the prototype).
+            if (k === '__proto__') Object.defineProperty(obj, k, { value: v, enumerable: true, writable: true, configurable: true });
+            else obj[k as string] = v;
           }
           return obj;
         }

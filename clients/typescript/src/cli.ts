@@ -10,6 +10,7 @@ import { Keyring } from './keyring.js';
 import { createRedisReplayStore, redactRedisUrl, type RedisReplayStore } from './redis.js';
 import { MemoryReplayStore, ReplayStoreError, storeRefusal } from './singleuse.js';
 import { UsageError, checkPreferredCbor, stateJsonToCbor, stateToJson } from './statejson.js';
+import './toml.js'; // TOML keyrings (--keyring FILE)
 
 const U64_MAX = (1n << 64n) - 1n;
 

@@ -1,9 +1,9 @@
 // Minting and verification (FORMAT.md §3, §4, §5, §6, §8).
-import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
-import { base64urlDecodeStrict, base64urlEncode, concat, equalBytes, isWellFormed, lp, utf8 } from './bytes.js';
+import { base64urlDecodeStrict, base64urlEncode, concat, isWellFormed, utf8 } from './bytes.js';
 import { CborError, checkStateBytes, decodeValue, encodeClaims, encodeValue, parseClaims } from './cbor.js';
 import { ReqstateError, fail } from './errors.js';
 import { ALGORITHM_IDS, Key, Keyring, formatInstant, type KeyringSources } from './keyring.js';
+import { primitives } from './primitives.js';
 import { TOKEN_ID_LEN, recordedOrThrow, spentId, spentRecord, storeRefusal, type ReplayStore, type SpentId, type SpentRecord, type SyncReplayStore } from './singleuse.js';
 
 export const U64_MAX = (1n << 64n) - 1n;
@@ -252,10 +252,11 @@ export class Codec {
       if (options.state !== undefined) fail('invalid_argument', 'give state or stateCbor, not both');
       if (!(options.stateCbor instanceof Uint8Array)) fail('state_encoding', 'stateCbor must be a Uint8Array');
       state = options.stateCbor;
+      checkStateBytes(state);
     } else {
+      // One well-formed item nested at most 16 levels, by construction.
       state = encodeValue(options.state === undefined ? null : options.state);
     }
-    checkStateBytes(state);
     let body = encodeClaims(now, ttl, step, state);
     if (kind === KIND_SINGLE_USE) {
       // FORMAT.md §5.1: the token id, drawn after check 4 and before check 5's r.
@@ -281,17 +282,30 @@ export class Codec {
 
   private wrap(kind: number, key: Key, tool: Uint8Array, context: Uint8Array, body: Uint8Array): Uint8Array {
     const alg = ALGORITHM_IDS[key.algorithm];
-    const prefix = concat(new Uint8Array([0x10 | (kind << 2) | alg]), leb128(key.id));
-    const a = concat(prefix, lp(tool), lp(context));
+    const prefix = tokenPrefix(kind, alg, key.id);
     if (alg === 1) {
-      const tag = key.mac.clone().update(a).update(body).digest().subarray(0, 16);
-      return concat(prefix, body, tag);
+      const mac = key.mac;
+      const tag = mac.tag(authInput(mac.lead, prefix, tool, context, body));
+      const out = new Uint8Array(prefix.length + body.length + 16);
+      put(out, 0, prefix);
+      put(out, prefix.length, body);
+      for (let i = 0, o = prefix.length + body.length; i < 16; i++) out[o + i] = tag[i];
+      return out;
     }
-    const r = this.draw(24);
     // FORMAT.md §4.2: the hedged nonce, HMAC-SHA256(K_n, r ‖ A ‖ body)[0..24].
-    const nonce = key.mac.clone().update(r).update(a).update(body).digest().subarray(0, 24);
-    const sealed = xchacha20poly1305(key.workingKey, nonce, a).encrypt(body);
-    return concat(prefix, nonce, sealed);
+    const r = this.draw(24);
+    const mac = key.mac;
+    const input = authInput(mac.lead + 24, prefix, tool, context, body);
+    const aad = input.slice(mac.lead + 24, input.length - body.length);
+    put(input, mac.lead, r);
+    const nonce = mac.tag(input).subarray(0, 24);
+    input.fill(0);
+    const sealed = primitives.seal(key.workingKey, nonce, aad, body);
+    const out = new Uint8Array(prefix.length + 24 + sealed.length);
+    put(out, 0, prefix);
+    put(out, prefix.length, nonce);
+    out.set(sealed, prefix.length + 24);
+    return out;
   }
 
   // ------------------------------------------------------------ verification
@@ -406,7 +420,8 @@ export class Codec {
   private open(token: string, kindWanted: number, tool: Uint8Array, context: Uint8Array, now: bigint): { key: Key; body: Uint8Array } {
     if (typeof token !== 'string') fail('malformed', 'the token must be a string');
     // 1.
-    if (token.length > this.policy.maxTokenLen || byteLength(token) > this.policy.maxTokenLen) fail('too_large', `over max_token_len ${this.policy.maxTokenLen}`);
+    const max = this.policy.maxTokenLen;
+    if (token.length > max || (token.length * 3 > max && byteLength(token) > max)) fail('too_large', `over max_token_len ${this.policy.maxTokenLen}`);
     // 2.
     const raw = base64urlDecodeStrict(token);
     if (raw.length === 0) fail('malformed', 'empty token');
@@ -447,19 +462,16 @@ export class Codec {
     if (key.isRetiredAt(now)) fail('retired_key', key.status === 'retired' ? `key ${id} is retired` : `key ${id} is retired since ${formatInstant(key.retireAt!)}`);
     if (ALGORITHM_IDS[key.algorithm] !== alg) fail('algorithm_mismatch', `key ${id} is ${key.algorithm}`);
     // 8.
-    const a = concat(prefix, lp(tool), lp(context));
     if (alg === 1) {
       const body = raw.subarray(pos, raw.length - 16);
-      const tag = key.mac.clone().update(a).update(body).digest().subarray(0, 16);
-      if (!equalBytes(tag, raw.subarray(raw.length - 16))) fail('authentication_failed');
+      const mac = key.mac;
+      const tag = mac.tag(authInput(mac.lead, prefix, tool, context, body)).subarray(0, 16);
+      if (!primitives.equal(tag, raw.subarray(raw.length - 16))) fail('authentication_failed');
       return { key, body };
     }
-    const nonce = raw.subarray(pos, pos + 24);
-    try {
-      return { key, body: xchacha20poly1305(key.workingKey, nonce, a).decrypt(raw.subarray(pos + 24)) };
-    } catch {
-      return fail('authentication_failed');
-    }
+    const body = primitives.open(key.workingKey, raw.subarray(pos, pos + 24), authInput(0, prefix, tool, context, EMPTY), raw.subarray(pos + 24));
+    if (body === undefined) fail('authentication_failed');
+    return { key, body };
   }
 }
 
@@ -522,18 +534,58 @@ export class Redemption<T = unknown> {
   }
 }
 
-function leb128(n: number): Uint8Array {
-  const out: number[] = [];
-  let v = n;
-  for (;;) {
+const EMPTY = new Uint8Array(0);
+let scratch = new Uint8Array(1024);
+
+/** The token's header byte and key id (FORMAT.md §3): `0x10 | kind << 2 | alg`, then the id in LEB128. */
+function tokenPrefix(kind: number, alg: number, id: number): Uint8Array {
+  let n = 1;
+  for (let v = id; v >= 128; v = Math.floor(v / 128)) n++;
+  const out = new Uint8Array(1 + n);
+  out[0] = 0x10 | (kind << 2) | alg;
+  let v = id;
+  for (let i = 1; i <= n; i++) {
     const b = v % 128;
     v = Math.floor(v / 128);
-    if (v === 0) {
-      out.push(b);
-      return new Uint8Array(out);
-    }
-    out.push(b | 0x80);
+    out[i] = i < n ? b | 0x80 : b;
   }
+  return out;
+}
+
+/**
+ * `lead` free bytes, then A ‖ body (FORMAT.md §4: A = prefix ‖ lp(tool) ‖
+ * lp(context), lp(x) = u32be(len(x)) ‖ x), in one allocation.
+ */
+function authInput(lead: number, prefix: Uint8Array, tool: Uint8Array, context: Uint8Array, body: Uint8Array): Uint8Array {
+  const n = lead + prefix.length + 8 + tool.length + context.length + body.length;
+  // One reused buffer (an ArrayBuffer of more than 64 bytes is allocated
+  // outside the JS heap, which costs more than the MAC). Safe: it is filled
+  // and hashed with no caller code in between, and zeroed after use where it
+  // held a plaintext.
+  if (n > scratch.length && n <= 16384) scratch = new Uint8Array(Math.max(n, 2 * scratch.length));
+  const out = n <= scratch.length ? scratch.subarray(0, n) : new Uint8Array(n);
+  let o = put(out, lead, prefix);
+  o = put(out, lp32(out, o, tool.length), tool);
+  o = put(out, lp32(out, o, context.length), context);
+  put(out, o, body);
+  return out;
+}
+
+/** Writes u32be(n) at `o`; returns the position after it. */
+function lp32(out: Uint8Array, o: number, n: number): number {
+  out[o] = n >>> 24;
+  out[o + 1] = (n >>> 16) & 0xff;
+  out[o + 2] = (n >>> 8) & 0xff;
+  out[o + 3] = n & 0xff;
+  return o + 4;
+}
+
+/** Copies `x` into `out` at `o` (short arrays byte by byte: `set` costs more for them); returns the position after it. */
+function put(out: Uint8Array, o: number, x: Uint8Array): number {
+  const n = x.length;
+  if (n < 48) for (let i = 0; i < n; i++) out[o + i] = x[i];
+  else out.set(x, o);
+  return o + n;
 }
 
 /** Shorthand: `new Codec(options)`. */

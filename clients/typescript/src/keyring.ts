@@ -1,11 +1,8 @@
 // Keys and keyrings (FORMAT.md §1, docs/KEYRING.md), and the compact form
 // for one environment variable or Worker secret binding.
-import { expand, extract } from '@noble/hashes/hkdf.js';
-import { hmac } from '@noble/hashes/hmac.js';
-import { sha256 } from '@noble/hashes/sha2.js';
-import { parse as parseToml, TomlDate, TomlError } from 'smol-toml';
 import { base64DecodeStd, utf8 } from './bytes.js';
 import { ReqstateError } from './errors.js';
+import { macOf, primitives, type Mac } from './primitives.js';
 
 export type Algorithm = 'hmac-sha256' | 'xchacha20-poly1305';
 export type KeyStatus = 'primary' | 'active' | 'retired';
@@ -14,7 +11,15 @@ export type KeyStatus = 'primary' | 'active' | 'retired';
 export const ALGORITHM_IDS: Record<Algorithm, 1 | 2> = { 'hmac-sha256': 1, 'xchacha20-poly1305': 2 };
 
 const SALT = utf8('reqstate/v1 keyring');
-const NONCE_INFO = utf8('reqstate/v1 xchacha20-poly1305 nonce');
+const NONCE_INFO = utf8('reqstate/v1 xchacha20-poly1305 nonce\x01');
+
+
+/** The keys a secret derives (FORMAT.md §1), computed on first use. */
+interface Derived {
+  workingKey: Uint8Array;
+  nonceKey: Uint8Array | undefined;
+  mac: Mac;
+}
 
 /** A key given by its parts; `secret` is raw bytes or standard base64. */
 export interface KeySpec {
@@ -84,10 +89,9 @@ export class Key {
   readonly retireAt: number | undefined;
   /** @internal the instant its tokens are refused from: 0 if its status is retired, else retireAt, else Infinity */
   declare readonly refusedFrom: number;
-  /** @internal */ declare readonly workingKey: Uint8Array;
-  /** @internal */ declare readonly nonceKey: Uint8Array | undefined;
-  /** @internal prepared HMAC (working key for HMAC keys, K_n for XChaCha keys), cloned per use */
-  declare readonly mac: ReturnType<typeof hmac.create>;
+  /** The secret until the keys are derived from it (then zeroed and dropped). */
+  #secret: Uint8Array | undefined;
+  #derived: Derived | undefined;
 
   constructor(id: number, algorithm: Algorithm, status: KeyStatus, secret: Uint8Array, created?: string, schedule: { mintFrom?: number; retireAt?: number } = {}) {
     this.id = id;
@@ -96,14 +100,39 @@ export class Key {
     this.created = created;
     this.mintFrom = schedule.mintFrom;
     this.retireAt = schedule.retireAt;
-    const prk = extract(sha256, secret, SALT);
-    const working = expand(sha256, prk, utf8(`reqstate/v1 ${algorithm}`), 32);
-    const nonceKey = algorithm === 'xchacha20-poly1305' ? expand(sha256, prk, NONCE_INFO, 32) : undefined;
-    const hidden = (value: unknown) => ({ value, enumerable: false, writable: false, configurable: false });
-    Object.defineProperty(this, 'workingKey', hidden(working));
-    Object.defineProperty(this, 'nonceKey', hidden(nonceKey));
-    Object.defineProperty(this, 'mac', hidden(hmac.create(sha256, nonceKey ?? working)));
-    Object.defineProperty(this, 'refusedFrom', hidden(status === 'retired' ? 0 : (schedule.retireAt ?? Infinity)));
+    // HKDF runs on the key's first use (a Worker that loads its keyring on
+    // every cold start pays for the keys it uses only).
+    this.#secret = secret.slice();
+    Object.defineProperty(this, 'refusedFrom', { value: status === 'retired' ? 0 : (schedule.retireAt ?? Infinity), enumerable: false, writable: false, configurable: false });
+  }
+
+  /** HKDF-SHA256 (FORMAT.md §1): the working key, K_n for XChaCha keys, and the prepared HMAC. */
+  #derive(): Derived {
+    const secret = this.#secret!;
+    // HKDF-SHA256 (RFC 5869) with one block of output: PRK = HMAC(salt, secret), T(1) = HMAC(PRK, info ‖ 0x01).
+    const prk = macOf(primitives.hmacKey(SALT), secret);
+    const expand = primitives.hmacKey(prk);
+    const workingKey = macOf(expand, utf8(`reqstate/v1 ${this.algorithm}\x01`));
+    const nonceKey = this.algorithm === 'xchacha20-poly1305' ? macOf(expand, NONCE_INFO) : undefined;
+    prk.fill(0);
+    secret.fill(0);
+    this.#secret = undefined;
+    return { workingKey, nonceKey, mac: primitives.hmacKey(nonceKey ?? workingKey) };
+  }
+
+  /** @internal the working key (FORMAT.md §1) */
+  get workingKey(): Uint8Array {
+    return (this.#derived ??= this.#derive()).workingKey;
+  }
+
+  /** @internal K_n, the nonce key of an XChaCha key (FORMAT.md §4.2) */
+  get nonceKey(): Uint8Array | undefined {
+    return (this.#derived ??= this.#derive()).nonceKey;
+  }
+
+  /** @internal HMAC-SHA256 under the working key (HMAC keys) or K_n (XChaCha keys) */
+  get mac(): Mac {
+    return (this.#derived ??= this.#derive()).mac;
   }
 
   /** Whether the key's tokens are refused at `now` (unix seconds): its status is retired, or its `retireAt` has come. */
@@ -133,24 +162,36 @@ export interface KeyringSources {
   baseDir?: string;
 }
 
-function bad(detail: string): never {
+/** @internal */
+export function bad(detail: string): never {
   throw new ReqstateError('invalid_keyring', detail);
 }
 
-const STATUSES: readonly string[] = ['primary', 'active', 'retired'];
-const ALGORITHMS: readonly string[] = ['hmac-sha256', 'xchacha20-poly1305'];
+/** @internal */
+export const STATUSES: readonly string[] = ['primary', 'active', 'retired'];
+/** @internal */
+export const ALGORITHMS: readonly string[] = ['hmac-sha256', 'xchacha20-poly1305'];
 
 /**
  * A secret's base64 as docs/KEYRING.md reads it ("How a secret is read"):
  * ASCII space, tab, CR and LF around it ignored; inside, the standard
  * alphabet only; padding absent or complete; unused bits zero.
  */
-function decodeSecret(text: string, where: string): Uint8Array {
+export function decodeSecret(text: string, where: string): Uint8Array {
   const secret = base64DecodeStd(text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, ''));
   if (secret === undefined) bad(`${where}: the secret is not standard base64 (the value is not shown)`);
   if (secret.length < 32) bad(`${where}: secret is ${secret.length} bytes; at least 32 random bytes are required`);
   if (secret.length > 1024) bad(`${where}: secret is ${secret.length} bytes; at most 1024 are allowed`);
   return secret;
+}
+
+/** @internal What reads a TOML keyring into key specs (src/toml.ts registers it; the compact entry has none). */
+export type TomlReader = (text: string, sources: KeyringSources) => { specs: KeySpec[]; headers: readonly (number | undefined)[] | undefined };
+let tomlReader: TomlReader | undefined;
+
+/** @internal Installs the TOML reader (src/toml.ts, loaded by the package's main entry). */
+export function setTomlReader(reader: TomlReader): void {
+  tomlReader = reader;
 }
 
 /**
@@ -326,101 +367,11 @@ export class Keyring {
    * (a {@link Codec} does it when it is built).
    */
   static fromToml(text: string, sources: KeyringSources = {}): Keyring {
-    let doc: Record<string, unknown>;
-    try {
-      doc = parseToml(text, { integersAsBigInt: true }) as Record<string, unknown>;
-    } catch (e) {
-      const line = e instanceof TomlError ? `line ${e.line}: ` : '';
-      // The parser's message quotes the offending text; only its first line (the description) is kept.
-      bad(`${line}not valid TOML: ${String((e as Error).message).split('\n')[0].replace(/^Invalid TOML document: /, '')}`);
+    if (tomlReader === undefined) {
+      bad('a TOML keyring needs the TOML reader: import from "@reqstate/codec" (not "@reqstate/codec/compact"), or give the keyring in the compact form');
     }
-    for (const k of Object.keys(doc)) {
-      if (k !== 'version' && k !== 'key') bad(`unknown top-level field ${showName(k)}`);
-    }
-    if (doc.version !== undefined && doc.version !== 1n) {
-      bad(typeof doc.version === 'bigint' ? `unsupported keyring version ${doc.version}; this reader knows version 1` : '`version` must be the integer 1');
-    }
-    const tables = doc.key;
-    if (tables === undefined) bad('no key at all; at least one [[key]] is required');
-    if (!Array.isArray(tables)) bad('`key` must be an array of tables ([[key]])');
-    const source = sourceLines(text, tables.length);
-    const specs: KeySpec[] = tables.map((t: unknown, i: number) => {
-      const line = source?.headers[i];
-      const prefix = line !== undefined ? `line ${line}: ` : '';
-      let where = `${prefix}key #${i + 1}`;
-      if (t === null || typeof t !== 'object' || Array.isArray(t)) bad(`${where}: must be a table`);
-      const table = t as Record<string, unknown>;
-      for (const f of Object.keys(table)) {
-        if (!ENTRY_FIELDS.includes(f)) bad(`${where}: unknown field ${showName(f)}, expected one of ${ENTRY_FIELDS.map((n) => `\`${n}\``).join(', ')}`);
-      }
-      const id = table.id;
-      if (typeof id !== 'bigint' || id < 0n || id > 0xffffffffn) {
-        bad(typeof id === 'bigint' ? `${where}: \`id\` ${id} is not in 0..=4294967295` : `${where}: \`id\` must be an integer in 0..=4294967295 (the value is not shown)`);
-      }
-      where = `${prefix}key ${id}`;
-      if (table.status === undefined) bad(`${where}: \`status\` is required`);
-      if (typeof table.status !== 'string' || !STATUSES.includes(table.status)) bad(`${where}: unknown status (the value is not shown); expected "primary", "active" or "retired"`);
-      if (table.algorithm !== undefined && (typeof table.algorithm !== 'string' || !ALGORITHMS.includes(table.algorithm))) {
-        bad(`${where}: unknown algorithm (the value is not shown); expected "xchacha20-poly1305" or "hmac-sha256"`);
-      }
-      let created: string | undefined;
-      if (table.created !== undefined) {
-        const c = table.created;
-        if (!(c instanceof TomlDate) || !c.isDateTime() || c.isLocal()) bad(`${where}: \`created\` must be an offset date-time such as 2026-11-30T12:00:00Z (the value is not shown)`);
-        created = c.toISOString();
-      }
-      // mint_from and retire_at: offset date-times in whole seconds, from 1970 (docs/KEYRING.md, "Keys on a schedule").
-      const instant = (field: 'mint_from' | 'retire_at'): number | undefined => {
-        const v = table[field];
-        if (v === undefined) return undefined;
-        if (!(v instanceof TomlDate)) {
-          bad(`${where}: \`${field}\` must be a TOML date-time such as 2026-11-30T12:00:00Z (unquoted), not ${tomlKind(v)} (the value is not shown)`);
-        }
-        if (!v.isDateTime() || v.isLocal()) bad(`${where}: ${field} must be a full date-time with an offset, e.g. 2026-11-30T12:00:00Z`);
-        const ms = v.getTime();
-        if (ms < 0) bad(`${where}: ${field} is before 1970-01-01T00:00:00Z`);
-        // The parser keeps milliseconds; the digits after them are read from the line itself.
-        const fraction = source?.fraction(i, field);
-        if (ms % 1000 !== 0 || (fraction !== undefined && /[1-9]/.test(fraction.slice(0, 9)))) {
-          bad(`${where}: \`${field}\` must be a whole second (a schedule counts in seconds, as tokens do)`);
-        }
-        return ms / 1000;
-      };
-      const mintFrom = instant('mint_from');
-      const retireAt = instant('retire_at');
-      const given = ['secret', 'secret_file', 'secret_env'].filter((f) => table[f] !== undefined);
-      if (given.length !== 1) bad(`${where}: exactly one of secret, secret_file or secret_env must be given`);
-      const field = given[0];
-      const value = table[field];
-      if (typeof value !== 'string') bad(`${where}: \`${field}\` must be a string (the value is not shown)`);
-      let secretText: string;
-      if (field === 'secret') secretText = value;
-      else if (field === 'secret_env') {
-        if (!sources.env) bad(`${where}: secret_env is not available here (no environment was given to the keyring loader); use secret, or pass { env }`);
-        const v = sources.env[value];
-        if (typeof v !== 'string') bad(`${where}: the environment variable named by secret_env is not set (the name is not shown: it could be key material)`);
-        secretText = v;
-      } else {
-        if (!sources.readFile) bad(`${where}: secret_file is not available here (no file reader was given to the keyring loader); use secret, or pass { readFile }`);
-        const path = value.startsWith('/') || !sources.baseDir ? value : `${sources.baseDir.replace(/\/+$/, '')}/${value}`;
-        try {
-          secretText = sources.readFile(path);
-        } catch (e) {
-          bad(`${where}: cannot read secret_file: ${(e as Error).message.replace(path, '<path not shown>')}`);
-        }
-        secretText = secretText.trim();
-      }
-      return {
-        id: Number(id),
-        status: table.status as KeyStatus,
-        algorithm: (table.algorithm as Algorithm | undefined) ?? 'xchacha20-poly1305',
-        secret: decodeSecret(secretText, where),
-        created,
-        mintFrom,
-        retireAt,
-      };
-    });
-    return Keyring.build(specs, source?.headers);
+    const { specs, headers } = tomlReader(text, sources);
+    return Keyring.build(specs, headers);
   }
 
   /**
@@ -493,45 +444,10 @@ export class Keyring {
 }
 
 /** The fields of a `[[key]]` table, in the order the Rust reader lists them. */
-const ENTRY_FIELDS: readonly string[] = ['id', 'algorithm', 'status', 'created', 'mint_from', 'retire_at', 'secret', 'secret_file', 'secret_env'];
-
-/** What a TOML value is, for messages that never show it. */
-function tomlKind(v: unknown): string {
-  if (typeof v === 'string') return 'a string';
-  if (typeof v === 'bigint' || typeof v === 'number') return 'a number';
-  if (typeof v === 'boolean') return 'a boolean';
-  if (Array.isArray(v)) return 'an array';
-  return 'a table';
-}
-
-/**
- * Where the `[[key]]` tables of a TOML keyring are (the parser does not
- * say): the 1-based line of each header, and the fraction of a second
- * written in a table's `mint_from` or `retire_at` line. `undefined` when
- * the headers found are not one per table (a file written another way:
- * messages then go without lines).
- */
-function sourceLines(text: string, tables: number): { headers: number[]; fraction(table: number, field: string): string | undefined } | undefined {
-  const lines = text.split(/\r?\n/);
-  const headers: number[] = [];
-  lines.forEach((l, i) => {
-    if (/^[ \t]*\[\[[ \t]*key[ \t]*\]\][ \t]*(#.*)?$/.test(l)) headers.push(i + 1);
-  });
-  if (headers.length !== tables) return undefined;
-  return {
-    headers,
-    fraction(table, field) {
-      const end = table + 1 < headers.length ? headers[table + 1] - 1 : lines.length;
-      for (let i = headers[table]; i < end; i++) {
-        const m = new RegExp(`^[ \\t]*${field}[ \\t]*=[ \\t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.([0-9]+))?`).exec(lines[i]);
-        if (m) return m[1] ?? '';
-      }
-      return undefined;
-    },
-  };
-}
+/** @internal */
+export const ENTRY_FIELDS: readonly string[] = ['id', 'algorithm', 'status', 'created', 'mint_from', 'retire_at', 'secret', 'secret_file', 'secret_env'];
 
 /** A field or table name is shown only if it cannot be a secret (KEYRING.md). */
-function showName(name: string): string {
+export function showName(name: string): string {
   return /^[A-Za-z0-9_-]{1,24}$/.test(name) ? `\`${name}\`` : '(the name is not shown)';
 }

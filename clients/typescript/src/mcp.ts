@@ -9,12 +9,15 @@
 // (`unanswered(ctx)`), as SEP-2322 says. No import of the SDK: the server
 // and the context are typed structurally, and the SDK internals `bind` relies
 // on are checked when it is called.
-import { sha256 } from '@noble/hashes/sha2.js';
+import { primitives } from './primitives.js';
 import { base64urlEncode, isWellFormed, utf8 } from './bytes.js';
 import { MAX_STATE_DEPTH } from './cbor.js';
 import { callContext } from './callcontext.js';
 import { Codec, Policy, type CodecOptions, type PolicyOptions } from './codec.js';
 import { ReqstateError, type Reason } from './errors.js';
+
+/** SHA-256 on this runtime's primitives (node:crypto or pure). */
+const sha256 = (data: Uint8Array): Uint8Array => primitives.sha256(data);
 
 /** The part of the SDK's `ServerContext` this codec reads. */
 export interface McpContextLike {

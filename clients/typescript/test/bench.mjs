@@ -1,29 +1,65 @@
-// Figures for docs/BENCHMARKS.md, "TypeScript (@reqstate/codec)":
+// Figures for docs/BENCHMARKS.md, "TypeScript (@reqstate/codec)", in one run:
 //   node test/bench.mjs             (after ./build.sh and `npm ci` in test/, as run-tests.sh does)
 // - mint and verify per operation on Node, both algorithms, next to the MCP
 //   SDK v2's own createRequestStateCodec (HMAC, WebCrypto), same claims
-//   (benches/data/reference-claims.json), median of rounds;
+//   (benches/data/reference-claims.json), median of rounds, round-robin;
+// - the Rust core's round trip for the same claims, from the same run:
+//   `cargo bench -p reqstate-benches --bench tokens` (its summary table only;
+//   CARGO_TARGET_DIR is honoured), run before the Node measurements and again
+//   after them, the lower of the two kept (RUST_BENCH=0 skips it);
+// - the ratios the targets are stated in (HMAC round trip <= 5x the Rust
+//   core's, >= 5x faster than the SDK's codec);
+// - which primitives the package took (cryptoBackend());
 // - the token size of each for those claims;
-// - the package's minified + gzipped size (esbuild, everything the library imports);
-// - cold start in workerd (miniflare): a worker importing the package and
-//   minting once, against an empty worker, fresh runtime each time.
-import { readFileSync } from 'node:fs';
+// - the package's minified + gzipped size (esbuild), for the main entry and
+//   for @reqstate/codec/compact (no TOML parser);
+// - cold start in workerd (miniflare): a Worker importing the package (either
+//   entry) and minting once, against an empty Worker, a fresh runtime per
+//   sample, round-robin, median of COLD (default 11) samples.
+// REQSTATE_CODEC_DIST=/path/to/another/dist measures another build of the
+// package with the same script; REQSTATE_CODEC_BEFORE=/path/to/an/older/dist
+// adds that build's Codec rows, bundle sizes and cold start to the same run,
+// round-robin with the rest (a before/after comparison under the same load).
+import { readFileSync, existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { gzipSync } from 'node:zlib';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
 import * as esbuild from 'esbuild';
 import { Miniflare } from 'miniflare';
 import { createRequestStateCodec as sdkCodec } from '@modelcontextprotocol/server';
-import { Codec, createRequestStateCodec } from '../dist/index.js';
 
 const PKG = fileURLToPath(new URL('..', import.meta.url));
-const claims = JSON.parse(readFileSync(path.join(PKG, '../../benches/data/reference-claims.json'), 'utf8'));
+const REPO = path.join(PKG, '../..');
+const DIST = path.resolve(process.env.REQSTATE_CODEC_DIST ?? path.join(PKG, 'dist'));
+const lib = await import(pathToFileURL(path.join(DIST, 'index.js')).href);
+const BEFORE = process.env.REQSTATE_CODEC_BEFORE ? path.resolve(process.env.REQSTATE_CODEC_BEFORE) : undefined;
+const before = BEFORE && (await import(pathToFileURL(path.join(BEFORE, 'index.js')).href));
+const { Codec, createRequestStateCodec } = lib;
+const claims = JSON.parse(readFileSync(path.join(REPO, 'benches/data/reference-claims.json'), 'utf8'));
 const { tool, step, state } = claims;
 const context = new TextEncoder().encode(claims.context);
 const secret = Buffer.alloc(32, 0x42).toString('base64');
 const ROUNDS = Number(process.env.ROUNDS ?? 9);
 const N = Number(process.env.N ?? 20000);
+const COLD = Number(process.env.COLD ?? 11);
+const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
+const loadBefore = load();
+
+// The Rust core, same claims: the summary table of benches/tokens.rs (no criterion runs: the filter matches none).
+function rustRoundTrips() {
+  if (process.env.RUST_BENCH === '0') return undefined;
+  const out = execFileSync('cargo', ['bench', '-q', '-p', 'reqstate-benches', '--bench', 'tokens', '--', 'summary-table-only'], { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 24 });
+  const row = (name) => {
+    const line = out.split('\n').find((l) => l.startsWith(`| ${name} |`));
+    if (!line) throw new Error(`bench.mjs: no "${name}" row in the output of cargo bench`);
+    const [mint, verify] = line.split('|').slice(2, 4).map((x) => Number(x.trim()));
+    return { mint, verify, roundTrip: mint + verify };
+  };
+  return { hmac: row('reqstate hmac-sha256'), xchacha: row('reqstate xchacha20-poly1305') };
+}
+const rustBefore = rustRoundTrips();
 
 // Every (implementation, operation) is measured once per round, round-robin,
 // so that load that varies during the run (a shared machine) hits all alike;
@@ -39,6 +75,16 @@ for (const algorithm of ['hmac-sha256', 'xchacha20-poly1305']) {
   add(name, 'mint', () => codec.mint({ tool, step, state, ttl: 600, context }), false);
   add(name, 'verify', () => codec.verify(token, { tool, context, expectedStep: step }), false);
   cases.find((c) => c.name === name).chars = token.length;
+}
+if (before) {
+  for (const algorithm of ['hmac-sha256', 'xchacha20-poly1305']) {
+    const codec = new before.Codec({ keyring: `1:primary:${algorithm}:${secret}` });
+    const token = codec.mint({ tool, step, state, ttl: 600, context }).token;
+    const name = `BEFORE: @reqstate/codec ${algorithm} (Codec, sync; ${BEFORE})`;
+    add(name, 'mint', () => codec.mint({ tool, step, state, ttl: 600, context }), false);
+    add(name, 'verify', () => codec.verify(token, { tool, context, expectedStep: step }), false);
+    cases.find((c) => c.name === name).chars = token.length;
+  }
 }
 // The SDK drop-in, awaited like the SDK codec: same payload, tool and context bound.
 const ctx = { mcpReq: { method: 'tools/call' }, http: { authInfo: { clientId: 'user-42' } } };
@@ -68,63 +114,117 @@ async function once(c, n) {
 }
 for (const c of cases) await once(c, 2000); // warm up
 for (let r = 0; r < ROUNDS; r++) for (const c of cases) c.per.push(await once(c, N));
-const med = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 const rows = [];
 for (const c of cases) {
   if (c.op !== 'mint') continue;
   const v = cases.find((x) => x.name === c.name && x.op === 'verify');
-  rows.push({ name: c.name, mint: med(c.per), verify: med(v.per), chars: c.chars, unbound: c.unbound });
+  rows.push({ name: c.name, mint: median(c.per), verify: median(v.per), chars: c.chars, unbound: c.unbound });
+}
+const loadAfterNode = load();
+const rustAfter = rustRoundTrips();
+const rust = rustBefore && {
+  hmac: rustAfter.hmac.roundTrip < rustBefore.hmac.roundTrip ? rustAfter.hmac : rustBefore.hmac,
+  xchacha: rustAfter.xchacha.roundTrip < rustBefore.xchacha.roundTrip ? rustAfter.xchacha : rustBefore.xchacha,
+};
+
+// Package size: everything an entry pulls in, minified, gzipped.
+const entries = [
+  ['@reqstate/codec', 'index.js', DIST],
+  ['@reqstate/codec/compact', 'compact.js', DIST],
+  ...(BEFORE ? [['BEFORE: @reqstate/codec', 'index.js', BEFORE]] : []),
+].filter(([, f, dir]) => existsSync(path.join(dir, f)));
+const sizes = [];
+for (const [label, file, dir] of entries) {
+  for (const [what, contents] of [
+    ['everything', `export * from './${file}';`],
+    ['Codec only', `export { Codec } from './${file}';`],
+  ]) {
+    const built = await esbuild.build({ stdin: { contents, resolveDir: dir, loader: 'js' }, bundle: true, minify: true, format: 'esm', platform: 'neutral', write: false, metafile: true, logLevel: 'silent' });
+    const bytes = built.outputFiles[0].contents;
+    const byPackage = {};
+    for (const [f, info] of Object.entries(built.metafile.outputs[Object.keys(built.metafile.outputs)[0]].inputs)) {
+      const m = f.match(/node_modules\/((?:@[^/]+\/)?[^/]+)/);
+      const k = m ? m[1] : '@reqstate/codec (own code)';
+      byPackage[k] = (byPackage[k] ?? 0) + info.bytesInOutput;
+    }
+    sizes.push({ label, what, min: bytes.length, gz: gzipSync(bytes, { level: 9 }).length, byPackage });
+  }
 }
 
-// Package size: everything `import '@reqstate/codec'` pulls in, minified, gzipped.
-const built = await esbuild.build({ entryPoints: [path.join(PKG, 'dist/index.js')], bundle: true, minify: true, format: 'esm', platform: 'neutral', write: false, metafile: true, logLevel: 'silent' });
-const bundle = built.outputFiles[0].contents;
-const byPackage = {};
-for (const [file, info] of Object.entries(built.metafile.outputs[Object.keys(built.metafile.outputs)[0]].inputs)) {
-  const m = file.match(/node_modules\/((?:@[^/]+\/)?[^/]+)/);
-  const k = m ? m[1] : '@reqstate/codec (own code)';
-  byPackage[k] = (byPackage[k] ?? 0) + info.bytesInOutput;
-}
-
-// Cold start in workerd: fresh miniflare per sample; the time to the first response.
-const workerBundle = (
-  await esbuild.build({
-    stdin: { contents: `import { Codec } from './dist/index.js';\nexport default { async fetch(req, env) { const c = new Codec({ keyring: env.KEYS }); return new Response(c.mint({ tool: 't', step: 's', state: { a: 1 } }).token); } };`, resolveDir: PKG, loader: 'js' },
-    bundle: true,
-    format: 'esm',
-    platform: 'neutral',
-    minify: true,
-    write: false,
-    logLevel: 'silent',
-  })
-).outputFiles[0].text;
-const emptyWorker = `export default { async fetch() { return new Response('ok'); } };`;
+// Cold start in workerd: a fresh miniflare per sample; the time to the first response.
+const workerOf = async (file, dir) =>
+  (
+    await esbuild.build({
+      stdin: { contents: `import { Codec } from './${file}';\nexport default { async fetch(req, env) { const c = new Codec({ keyring: env.KEYS }); return new Response(c.mint({ tool: 't', step: 's', state: { a: 1 } }).token); } };`, resolveDir: dir, loader: 'js' },
+      bundle: true,
+      format: 'esm',
+      platform: 'neutral',
+      minify: true,
+      write: false,
+      logLevel: 'silent',
+    })
+  ).outputFiles[0].text;
+const workers = [['empty Worker', `export default { async fetch() { return new Response('ok'); } };`]];
+for (const [label, file, dir] of entries) workers.push([`${label}: import, parse the keyring, mint once`, await workerOf(file, dir)]);
 async function coldStart(script) {
   const t = performance.now();
   const mf = new Miniflare({ modules: true, script, compatibilityDate: '2026-07-01', bindings: { KEYS: `1:primary:${secret}` } });
   const res = await mf.dispatchFetch('http://localhost/');
-  await res.text();
+  const text = await res.text();
   const ms = performance.now() - t;
   await mf.dispose();
+  if (res.status !== 200 || (script !== workers[0][1] && text.length < 20)) throw new Error(`bench.mjs: the cold-start Worker answered ${res.status} ${text.slice(0, 200)}`);
   return ms;
 }
-const samples = { codec: [], empty: [] };
-for (let i = 0; i < 5; i++) {
-  samples.empty.push(await coldStart(emptyWorker));
-  samples.codec.push(await coldStart(workerBundle));
-}
-const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+const cold = workers.map(() => []);
+await coldStart(workers[0][1]); // the first start of workerd also loads the binary from disk
+for (let i = 0; i < COLD; i++) for (let w = 0; w < workers.length; w++) cold[w].push(await coldStart(workers[w][1]));
 
 const f = (x) => Math.round(x).toLocaleString('en-US');
-console.log(`node ${process.version}, ${os.cpus().length} x ${os.cpus()[0].model}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, ${ROUNDS} rounds x ${N} calls each, round-robin, median ns/op\n`);
+const cpu = os.cpus();
+console.log(`node ${process.version}, ${cpu.length} x ${cpu[0]?.model}, ${new Date().toISOString()}`);
+console.log(`load average before the run ${loadBefore}, after the Node measurements ${loadAfterNode}, at the end ${load()}`);
+console.log(`package: ${DIST}; primitives: ${lib.cryptoBackend ? JSON.stringify(lib.cryptoBackend()) : 'pure (@noble/*; this build has no cryptoBackend())'}`);
+console.log(`${ROUNDS} rounds x ${N} calls each, round-robin, median ns/op\n`);
 console.log('| implementation | mint ns | verify ns | round trip ns | token chars |');
 console.log('|---|---:|---:|---:|---:|');
+if (rust) {
+  console.log(`| Rust core, reqstate hmac-sha256 (cargo bench, same claims, lower of the runs before and after) | ${f(rust.hmac.mint)} | ${f(rust.hmac.verify)} | ${f(rust.hmac.roundTrip)} | |`);
+  console.log(`| Rust core, reqstate xchacha20-poly1305 (idem) | ${f(rust.xchacha.mint)} | ${f(rust.xchacha.verify)} | ${f(rust.xchacha.roundTrip)} | |`);
+}
 for (const r of rows) console.log(`| ${r.name} | ${f(r.mint)} | ${f(r.verify)} | ${f(r.mint + r.verify)} | ${r.chars} |`);
+const rt = (r) => r.mint + r.verify;
 const sdk = rows[rows.length - 1];
-const x = rows[1];
-const xd = rows[3];
-console.log(`\nXChaCha round trip / SDK HMAC round trip: Codec ${((x.mint + x.verify) / (sdk.mint + sdk.verify)).toFixed(2)}x, drop-in ${((xd.mint + xd.verify) / (sdk.mint + sdk.verify)).toFixed(2)}x (target <= 1)`);
-console.log(`token chars: XChaCha ${x.chars} vs SDK ${sdk.chars}: ${((1 - x.chars / sdk.chars) * 100).toFixed(1)}% shorter (target >= 40%; ${Math.floor(sdk.chars * 0.6)} chars or fewer); HMAC ${rows[0].chars}: ${((1 - rows[0].chars / sdk.chars) * 100).toFixed(1)}% shorter; SDK without bind: ${sdk.unbound}`);
-console.log(`\npackage, minified: ${bundle.length} bytes; minified + gzipped: ${gzipSync(bundle, { level: 9 }).length} bytes`);
-for (const [k, v] of Object.entries(byPackage).sort((a, b) => b[1] - a[1])) console.log(`  ${k}: ${v} bytes minified`);
-console.log(`\nworkerd cold start (fresh miniflare, to the first response; median of 5): empty worker ${f(median(samples.empty))} ms, importing @reqstate/codec + parsing the keyring + one mint ${f(median(samples.codec))} ms; difference ${f(median(samples.codec) - median(samples.empty))} ms`);
+const [h, x] = rows;
+const [hd, xd] = rows.filter((r) => r.name.includes('drop-in'));
+const old = rows.filter((r) => r.name.startsWith('BEFORE'));
+
+console.log('');
+if (rust) {
+  console.log(`HMAC round trip / Rust core HMAC round trip: ${(rt(h) / rust.hmac.roundTrip).toFixed(2)}x (target <= 5x${rt(h) / rust.hmac.roundTrip <= 5 ? ': met' : `: missed by ${(rt(h) / rust.hmac.roundTrip - 5).toFixed(2)}x`})`);
+  console.log(`XChaCha round trip / Rust core XChaCha round trip: ${(rt(x) / rust.xchacha.roundTrip).toFixed(2)}x`);
+  console.log(`(Rust round trips, HMAC / XChaCha: before the Node run ${f(rustBefore.hmac.roundTrip)} / ${f(rustBefore.xchacha.roundTrip)} ns, after ${f(rustAfter.hmac.roundTrip)} / ${f(rustAfter.xchacha.roundTrip)} ns)`);
+}
+if (old.length === 2) console.log(`Codec round trip, this build / the BEFORE build: HMAC ${(rt(h) / rt(old[0])).toFixed(2)}x, XChaCha ${(rt(x) / rt(old[1])).toFixed(2)}x`);
+console.log(`SDK codec round trip / HMAC round trip: Codec ${(rt(sdk) / rt(h)).toFixed(2)}x faster, drop-in ${(rt(sdk) / rt(hd)).toFixed(2)}x faster (target >= 5x)`);
+console.log(`XChaCha round trip / SDK HMAC round trip: Codec ${(rt(x) / rt(sdk)).toFixed(2)}x, drop-in ${(rt(xd) / rt(sdk)).toFixed(2)}x (target <= 1)`);
+console.log(`token chars: XChaCha ${x.chars} vs SDK ${sdk.chars}: ${((1 - x.chars / sdk.chars) * 100).toFixed(1)}% shorter (target >= 40%; ${Math.floor(sdk.chars * 0.6)} chars or fewer); HMAC ${h.chars}: ${((1 - h.chars / sdk.chars) * 100).toFixed(1)}% shorter; SDK without bind: ${sdk.unbound}`);
+console.log('\n| bundle (esbuild --bundle --minify, platform neutral) | minified bytes | gzip -9 bytes | by package, minified |');
+console.log('|---|---:|---:|---|');
+for (const s of sizes) {
+  const parts = Object.entries(s.byPackage)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+  console.log(`| ${s.label}, ${s.what} | ${s.min} | ${s.gz} | ${parts} |`);
+}
+console.log(`\nworkerd cold start (fresh miniflare per sample, to the first response; ${COLD} samples each, round-robin; median [min..max] ms):`);
+const emptyMedian = median(cold[0]);
+for (let w = 0; w < workers.length; w++) {
+  const m = median(cold[w]);
+  // The difference of each round's pair (same moment, same load), median over the rounds.
+  const d = median(cold[w].map((ms, i) => ms - cold[0][i]));
+  const extra = w === 0 ? '' : `; above the empty Worker: median of the paired differences ${d >= 0 ? '+' : ''}${f(d)} ms (target <= +20${d <= 20 ? ': met' : `: missed by ${f(d - 20)} ms`}), difference of the medians ${f(m - emptyMedian)} ms`;
+  console.log(`  ${workers[w][0]}: ${f(m)} [${f(Math.min(...cold[w]))}..${f(Math.max(...cold[w]))}]${extra}`);
+}

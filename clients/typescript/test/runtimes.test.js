@@ -13,8 +13,18 @@ const PKG = fileURLToPath(new URL('..', import.meta.url));
 const bin = (name) => path.join(PKG, 'test/node_modules/.bin', name);
 const env = { ...process.env, DENO_DIR: path.join(PKG, '.cache/deno'), DENO_NO_UPDATE_CHECK: '1', BUN_INSTALL_CACHE_DIR: path.join(PKG, '.cache/bun'), NO_COLOR: '1' };
 
+// The primitives each runtime must use (src/primitives.ts): node:crypto where
+// it is synchronous (Bun's has no chacha20-poly1305: its AEAD is pure), and
+// the pure @noble path in workerd, with or without nodejs_compat.
+const BACKENDS = {
+  deno: { hmac: 'node:crypto', aead: 'node:crypto' },
+  bun: { hmac: 'node:crypto', aead: 'pure' },
+  workerd: { hmac: 'pure', aead: 'pure' },
+};
+
 function checkReport(report, runtime) {
   assert.equal(report.runtime, runtime);
+  assert.deepEqual(report.backend, BACKENDS[runtime], `${runtime} took another path`);
   assert.deepEqual(report.failures, []);
   assert.ok(report.passed > 300, `only ${report.passed} checks ran`);
   assert.equal(report.passed, report.expected);
@@ -31,7 +41,7 @@ for (const [runtime, argv] of [
   });
 }
 
-test('vector suite on workerd (miniflare)', async () => {
+const workerScript = async () => {
   const built = await esbuild.build({
     entryPoints: [path.join(PKG, 'test/runtimes/worker.js')],
     bundle: true,
@@ -42,16 +52,25 @@ test('vector suite on workerd (miniflare)', async () => {
     write: false,
     logLevel: 'silent',
   });
-  const mf = new Miniflare({ modules: true, script: built.outputFiles[0].text, compatibilityDate: '2026-07-01' });
-  try {
-    const res = await mf.dispatchFetch('http://localhost/');
-    const report = await res.json();
-    checkReport(report, 'workerd');
-    assert.match(String(report.navigator), /Cloudflare-Workers/);
-  } finally {
-    await mf.dispose();
-  }
-});
+  return built.outputFiles[0].text;
+};
+
+for (const compatibilityFlags of [[], ['nodejs_compat']]) {
+  test(`vector suite on workerd (miniflare)${compatibilityFlags.length ? ` with ${compatibilityFlags}` : ''}`, async () => {
+    const script = await workerScript();
+    // The bundle never imports a Node module (node:crypto is reached at run time, and not in workerd).
+    assert.doesNotMatch(script, /\bimport\b[^;]*["']node:|\brequire\(/);
+    const mf = new Miniflare({ modules: true, script, compatibilityDate: '2026-07-01', compatibilityFlags });
+    try {
+      const res = await mf.dispatchFetch('http://localhost/');
+      const report = await res.json();
+      checkReport(report, 'workerd');
+      assert.match(String(report.navigator), /Cloudflare-Workers/);
+    } finally {
+      await mf.dispose();
+    }
+  });
+}
 
 test('the library has no Node-only import (dist/, without the CLI)', async () => {
   const { readdirSync, readFileSync } = await import('node:fs');
@@ -60,5 +79,12 @@ test('the library has no Node-only import (dist/, without the CLI)', async () =>
   for (const f of files) {
     const text = readFileSync(path.join(PKG, 'dist', f), 'utf8');
     assert.doesNotMatch(text, /from ['"]node:|require\(|(?<![\w-])process\.|\bBuffer\b/, f);
+    // node:crypto only in primitives.js, only through getBuiltinModule, never in workerd.
+    const nodeIds = text.match(/['"]node:[a-z_]+['"]/g) ?? [];
+    if (f === 'primitives.js') {
+      assert.deepEqual([...new Set(nodeIds)], ["'node:crypto'"], f);
+      assert.match(text, /getBuiltinModule\('node:crypto'\)/);
+      assert.match(text, /userAgent === 'Cloudflare-Workers'\)\s*return undefined/);
+    } else assert.deepEqual(nodeIds, [], f);
   }
 });

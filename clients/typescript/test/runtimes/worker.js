@@ -9,6 +9,6 @@ export default {
   async fetch() {
     const t = Date.now();
     const r = runSuite(lib, vectors, callContexts);
-    return Response.json({ runtime: 'workerd', passed: r.passed, expected: r.expected, failures: r.failures, ms: Date.now() - t, navigator: globalThis.navigator?.userAgent });
+    return Response.json({ runtime: 'workerd', backend: lib.cryptoBackend(), passed: r.passed, expected: r.expected, failures: r.failures, ms: Date.now() - t, navigator: globalThis.navigator?.userAgent });
   },
 };
