@@ -43,6 +43,30 @@ impl PyBinding {
         Ok(PyBinding { tool, context })
     }
 
+    /// The binding of one MCP call in one native call: the tool, and the
+    /// call context of the principal, audience, method and arguments (JSON
+    /// text or the parsed value), as `Binding(tool, call_context(principal,
+    /// audience, method, arguments))` builds it, without the context's
+    /// `bytes` in between. Raises `InvalidArgument` as both do.
+    #[staticmethod]
+    fn for_call(
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        principal: &str,
+        audience: &str,
+        method: &str,
+        arguments: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let tool = text_arg(py, tool, "tool")?;
+        let context = crate::context::context_of(py, principal, audience, method, arguments)?;
+        Binding::with_context_bytes(&tool, context.as_bytes())
+            .map_err(|e| errors::invalid_argument(py, &e.to_string()))?;
+        Ok(PyBinding {
+            tool,
+            context: context.as_bytes().to_vec(),
+        })
+    }
+
     /// The tool name.
     #[getter]
     fn tool(&self) -> &str {

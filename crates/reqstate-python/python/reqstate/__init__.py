@@ -21,9 +21,6 @@ For a server that should hold no key material, the sidecar and its client
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from . import _native
 from ._errors import InvalidArgument, KeyringError, MintRefused, ReqstateError, TokenRefused
 from ._native import (
@@ -41,6 +38,7 @@ from ._native import (
     SpentRecord,
     Unsealed,
     Verified,
+    call_context,
     canonical_json,
     state_cbor_from_json,
     state_json_from_cbor,
@@ -76,30 +74,3 @@ __all__ = [
 ]
 
 __version__: str = _native.VERSION
-
-# One encoder, built once: `json.dumps` with options builds a new one per call.
-_ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-def call_context(principal: str, audience: str, method: str, arguments: Any) -> bytes:
-    """The call context of one MCP call (FORMAT.md §7): 32 bytes binding a
-    token to the principal, the audience (this server), the method and the
-    exact arguments, digested in their RFC 8785 (JCS) form.
-
-    `arguments` is the arguments' JSON text as received (`str`; preferred:
-    duplicate keys and inexact numbers in it are refused) or the parsed value
-    (a dict, list, ...), which is printed as JSON first. Raises
-    `InvalidArgument` (reason `invalid_argument`) for arguments JCS cannot
-    represent exactly (duplicate keys, numbers that are not exactly a double,
-    lone surrogates, nesting deeper than `MAX_ARGUMENTS_DEPTH`, 128); for
-    JSON text its `rule` names the rule broken.
-    """
-    if isinstance(arguments, str):
-        text = arguments
-    else:
-        try:
-            text = _ARGUMENTS_JSON.encode(arguments)
-        except (TypeError, ValueError) as error:
-            raise InvalidArgument("invalid_argument", f"the arguments are not JSON: {error}") from None
-    # A lone surrogate in the text is refused there (rule lone_surrogate).
-    return _native.call_context(principal, audience, method, text)

@@ -69,6 +69,11 @@ class Binding:
     `call_context`)."""
 
     def __init__(self, tool: str, context: bytes | bytearray | None = None) -> None: ...
+    @staticmethod
+    def for_call(tool: str, principal: str, audience: str, method: str, arguments: Any) -> Binding:
+        """The binding of one MCP call in one native call: `Binding(tool,
+        call_context(principal, audience, method, arguments))` without the
+        context's bytes in between. Raises `InvalidArgument` as both do."""
     @property
     def tool(self) -> str: ...
     @property
@@ -215,8 +220,28 @@ class Codec:
         now: int | None = None,
     ) -> list[Verified | TokenRefused]: ...
 
-def call_context(principal: str, audience: str, method: str, arguments_json: str) -> bytes: ...
-def canonical_json(arguments_json: str) -> str: ...
+def call_context(principal: str, audience: str, method: str, arguments: Any) -> bytes:
+    """The call context of one MCP call (FORMAT.md §7): 32 bytes binding a
+    token to the principal, the audience (this server), the method and the
+    exact arguments, digested in their RFC 8785 (JCS) form.
+
+    `arguments` is the arguments' JSON text as received (`str`; preferred:
+    duplicate keys and inexact numbers in it are refused) or the parsed
+    value (`dict` with `str` keys, `list`, `tuple`, `str`, `int`, `float`,
+    `bool`, `None`), read in Rust without printing it in Python: the same
+    context as its `json.dumps` text. Raises `InvalidArgument` (reason
+    `invalid_argument`) for arguments JCS cannot represent exactly, its
+    `rule` naming the rule broken: `not_json` (text that is not JSON; a
+    value of another type, or a dict key that is not a `str`),
+    `duplicate_key`, `inexact_number` (a number that is not exactly a
+    double, such as `2**64`; a NaN or an infinity), `lone_surrogate`,
+    `too_deep` (nesting deeper than `MAX_ARGUMENTS_DEPTH`, 128)."""
+
+def canonical_json(arguments: Any) -> str:
+    """The JCS (RFC 8785) text of one JSON value: JSON text (`str`) or a
+    parsed value, as `call_context` takes them. Raises `InvalidArgument` for
+    text that is not one JSON value and for what JCS cannot represent
+    exactly, its `rule` naming the rule broken (see `call_context`)."""
 def state_cbor_from_json(text: str) -> bytes:
     """The CBOR bytes of a state given as JSON text, by the one mapping of
     docs/CLI.md (the sidecar's `state_json`, `reqstate mint --state-json`):

@@ -76,7 +76,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
 from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
 
-from . import call_context
 from ._errors import InvalidArgument, MintRefused, ReqstateError, TokenRefused
 from ._native import Binding, Codec, Keyring, Verified
 
@@ -511,8 +510,8 @@ class RequestStateBoundary:
         principal = self.principal(ctx) if self.principal is not None else None
         if principal is not None and not isinstance(principal, str):
             raise InvalidArgument("invalid_argument", f"principal() returned {type(principal).__name__}")
-        return Binding(
-            tool, call_context(principal or "anonymous", self.audience or "", ctx.method, {} if arguments is None else arguments)
+        return Binding.for_call(
+            tool, principal or "anonymous", self.audience or "", ctx.method, {} if arguments is None else arguments
         )
 
     def _verify(self, ctx: ServerRequestContext[Any, Any], tool: str, wire: Any) -> tuple[Binding, Verified]:
@@ -648,7 +647,7 @@ class CompactStates:
         `arguments` should be the arguments as received (the parsed dict, or
         better their JSON text); `principal` the authenticated caller (empty
         for none, e.g. stdio)."""
-        return Binding(tool, call_context(principal, self.audience, self.method, arguments))
+        return Binding.for_call(tool, principal, self.audience, self.method, arguments)
 
     def mint(
         self, tool: str, arguments: Any, step: str, state: Any, *, principal: str = "", ttl: int | None = None
