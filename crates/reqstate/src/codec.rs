@@ -8,7 +8,6 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use base64::Engine as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -23,7 +22,9 @@ use crate::outcome::{Minted, Sealed, Unsealed, Verified};
 use crate::policy::Policy;
 use crate::random::SecureRandom;
 use crate::single_use::{Redemption, ReplayStore, SpentId};
-use crate::token::{TOKEN_BASE64, UntrustedToken, header_byte, push_key_id};
+use crate::token::{
+    Header, UntrustedToken, encode_in_place, header_byte, push_key_id, with_decoded,
+};
 use crate::types::{MAX_STEP_LEN, TOKEN_ID_LEN, TokenKind};
 
 /// Mints and verifies requestState tokens.
@@ -225,7 +226,7 @@ impl Codec {
             "the clock reading plus the ttl overflows 64 bits",
         ))?;
         let key = self.keyring.minting_key(issued_at);
-        let mut out = Vec::with_capacity(96 + step.len());
+        let mut out = Vec::with_capacity(token_capacity(128 + step.len()));
         let prefix_len = push_prefix(&mut out, kind, key);
         crypto::start(&key.material, &mut out);
         let single_use = kind == TokenKind::SingleUse;
@@ -267,17 +268,27 @@ impl Codec {
         token: &str,
         expected: Expected<'_>,
     ) -> Result<Verified<T>, Refusal> {
-        self.verify_untrusted(UntrustedToken::parse(token, &self.policy)?, expected)
+        with_decoded(token, &self.policy, |bytes, header| {
+            self.verify_with(bytes, header, TokenKind::State, expected, decode_state)
+        })
+        .map(|(verified, _, _)| verified)
     }
 
     /// [`Codec::verify`] for a token already parsed (to read its key id, say).
     pub fn verify_untrusted<T: DeserializeOwned>(
         &self,
-        token: UntrustedToken,
+        mut token: UntrustedToken,
         expected: Expected<'_>,
     ) -> Result<Verified<T>, Refusal> {
-        self.verify_with(token, TokenKind::State, expected, decode_state)
-            .map(|(verified, _, _)| verified)
+        let header = token.header();
+        self.verify_with(
+            &mut token.bytes,
+            header,
+            TokenKind::State,
+            expected,
+            decode_state,
+        )
+        .map(|(verified, _, _)| verified)
     }
 
     /// Consumes a single-use token (FORMAT.md §8 steps 0–15): verifies it as
@@ -314,9 +325,9 @@ impl Codec {
         expected: Expected<'_>,
         decode: impl FnOnce(&[u8]) -> Result<T, Refusal>,
     ) -> Result<Redemption<T>, Refusal> {
-        let token = UntrustedToken::parse(token, &self.policy)?;
-        let (verified, token_id, now) =
-            self.verify_with(token, TokenKind::SingleUse, expected, decode)?;
+        let (verified, token_id, now) = with_decoded(token, &self.policy, |bytes, header| {
+            self.verify_with(bytes, header, TokenKind::SingleUse, expected, decode)
+        })?;
         // parse_claims gives an id for every single-use envelope.
         let token_id = token_id.ok_or(Refusal::Malformed("single-use claims without an id"))?;
         let until = verified
@@ -346,13 +357,11 @@ impl Codec {
         token: &str,
         expected: Expected<'_>,
     ) -> Result<Verified<Vec<u8>>, Refusal> {
-        let token = UntrustedToken::parse(token, &self.policy)?;
-        self.verify_with(
-            token,
-            TokenKind::State,
-            expected,
-            |state| Ok(state.to_vec()),
-        )
+        with_decoded(token, &self.policy, |bytes, header| {
+            self.verify_with(bytes, header, TokenKind::State, expected, |state| {
+                Ok(state.to_vec())
+            })
+        })
         .map(|(verified, _, _)| verified)
     }
 
@@ -361,7 +370,8 @@ impl Codec {
     /// token's id and the clock reading the checks used beside the contents.
     fn verify_with<T>(
         &self,
-        token: UntrustedToken,
+        bytes: &mut [u8],
+        header: Header,
         kind: TokenKind,
         expected: Expected<'_>,
         decode: impl FnOnce(&[u8]) -> Result<T, Refusal>,
@@ -369,14 +379,14 @@ impl Codec {
         // One clock reading for the key's retirement (step 6) and the
         // lifetime checks (steps 11-12).
         let now = self.clock.now();
-        let (mut parsed, key) = self.find_key(token, kind, now)?;
+        let key = self.find_key(header, kind, now)?;
         let body = crypto::open(
             &key.material,
-            &mut parsed.bytes,
-            parsed.prefix_len,
+            bytes,
+            header.prefix_len,
             bound(expected.binding()),
         )?;
-        let claims = parse_claims(&parsed.bytes[body], kind == TokenKind::SingleUse)?;
+        let claims = parse_claims(&bytes[body], kind == TokenKind::SingleUse)?;
         // FORMAT.md §8 step 10: both `malformed` checks before the policy's.
         if claims.lifetime == 0 {
             return Err(Refusal::Malformed("claims carry a zero lifetime"));
@@ -413,7 +423,7 @@ impl Codec {
         let verified = Verified {
             step: claims.step.into(),
             state,
-            key_id: parsed.key_id,
+            key_id: header.key_id,
             issued_at: claims.issued_at,
             expires_at,
         };
@@ -426,7 +436,7 @@ impl Codec {
     /// state token, nor the reverse.
     pub fn seal(&self, payload: &[u8], aad: Aad<'_>) -> Result<Sealed, MintError> {
         let key = self.keyring.minting_key(self.clock.now());
-        let mut out = Vec::with_capacity(64 + payload.len());
+        let mut out = Vec::with_capacity(token_capacity(64 + payload.len()));
         let prefix_len = push_prefix(&mut out, TokenKind::Sealed, key);
         crypto::start(&key.material, &mut out);
         out.extend_from_slice(payload);
@@ -445,22 +455,23 @@ impl Codec {
     /// [`Codec::unseal`] for a token already parsed.
     pub fn unseal_untrusted(
         &self,
-        token: UntrustedToken,
+        mut token: UntrustedToken,
         aad: Aad<'_>,
     ) -> Result<Unsealed, Refusal> {
-        let (mut parsed, key) = self.find_key(token, TokenKind::Sealed, self.clock.now())?;
+        let header = token.header();
+        let key = self.find_key(header, TokenKind::Sealed, self.clock.now())?;
         let body = crypto::open(
             &key.material,
-            &mut parsed.bytes,
-            parsed.prefix_len,
+            &mut token.bytes,
+            header.prefix_len,
             sealed_bound(aad),
         )?;
-        let mut payload = parsed.bytes;
+        let mut payload = token.bytes;
         payload.truncate(body.end);
         payload.drain(..body.start);
         Ok(Unsealed {
             payload,
-            key_id: parsed.key_id,
+            key_id: header.key_id,
         })
     }
 
@@ -469,12 +480,7 @@ impl Codec {
     /// codec's policy (the token may have been parsed under another), kind,
     /// unknown key, retired key (by status, or by its `retire_at` at `now`),
     /// algorithm.
-    fn find_key(
-        &self,
-        token: UntrustedToken,
-        kind: TokenKind,
-        now: u64,
-    ) -> Result<(UntrustedToken, &Key), Refusal> {
+    fn find_key(&self, token: Header, kind: TokenKind, now: u64) -> Result<&Key, Refusal> {
         if token.encoded_len > self.policy.max_token_len() {
             return Err(Refusal::TooLarge {
                 len: token.encoded_len,
@@ -506,7 +512,7 @@ impl Codec {
                 token: token.algorithm,
             });
         }
-        Ok((token, key))
+        Ok(key)
     }
 
     fn finish(
@@ -524,7 +530,7 @@ impl Codec {
                 max: self.policy.max_token_len(),
             });
         }
-        Ok(TOKEN_BASE64.encode(&out))
+        Ok(encode_in_place(out))
     }
 }
 
@@ -583,6 +589,13 @@ fn sealed_bound<'a>(aad: Aad<'a>) -> Bound<'a> {
         tool: b"",
         context: aad.as_bytes(),
     }
+}
+
+/// Room for a token of about `raw` bytes as its base64url text, which
+/// [`encode_in_place`] writes over the raw bytes: one allocation per mint
+/// unless the state is larger than guessed.
+fn token_capacity(raw: usize) -> usize {
+    raw.div_ceil(3).saturating_mul(4)
 }
 
 fn push_prefix(out: &mut Vec<u8>, kind: TokenKind, key: &Key) -> usize {

@@ -4,7 +4,8 @@
 
 use alloc::vec::Vec;
 
-use ring::{aead, hkdf, hmac};
+use ::hmac::Mac as _;
+use ring::{aead, hkdf};
 use subtle::ConstantTimeEq as _;
 use zeroize::{Zeroize as _, Zeroizing};
 
@@ -14,9 +15,11 @@ use crate::types::{Algorithm, TAG_LEN, XNONCE_LEN};
 
 /// The working form of a key, derived once when the key is loaded.
 pub(crate) enum Material {
-    /// ring precomputes the HMAC pads; ring does not zeroize them (see
-    /// docs/SECURITY.md), so the raw derived key is wiped here right away.
-    Hmac(hmac::Key),
+    /// HMAC-SHA256 keyed once: the inner and outer pads' hash states are
+    /// precomputed here and cloned per token (RustCrypto's `hmac`, which
+    /// wipes them on drop; SHA-256 on the CPU's SHA extensions where it has
+    /// them). The raw derived key is wiped right away.
+    Hmac(HmacKey),
     /// The 256-bit XChaCha20 key, ours to zeroize, and the HMAC key that
     /// hedges its nonces (FORMAT.md §4.2): derived from the same secret under
     /// its own label.
@@ -126,28 +129,45 @@ fn for_each_ad_part(prefix: &[u8], binding: Bound<'_>, mut update: impl FnMut(&[
     update(binding.context);
 }
 
-/// The HMAC-SHA256 key of a working key (ring precomputes the pads).
-fn hmac_key(key: &[u8]) -> hmac::Key {
-    hmac::Key::new(hmac::HMAC_SHA256, key)
+/// HMAC-SHA256 with its pads' hash states precomputed, wiped on drop: the
+/// token key of FORMAT.md §4.1 and the nonce key of §4.2.
+type HmacKey = ::hmac::Hmac<::sha2::Sha256>;
+
+/// The HMAC-SHA256 key of a working key.
+fn hmac_key(key: &[u8]) -> HmacKey {
+    <HmacKey as ::hmac::KeyInit>::new_from_slice(key).expect("HMAC takes any key length")
 }
 
 /// The token tag of FORMAT.md §4.1: the first [`TAG_LEN`] bytes of the
 /// HMAC-SHA256 output.
-fn truncated(full: &hmac::Tag) -> &[u8] {
-    &full.as_ref()[..TAG_LEN]
+fn truncated(full: &[u8; 32]) -> &[u8] {
+    &full[..TAG_LEN]
 }
 
 /// Whether `tag` is the token tag of the HMAC-SHA256 output `expected`,
 /// compared in constant time (a `tag` of any other length never matches).
-fn tag_matches(expected: &hmac::Tag, tag: &[u8]) -> bool {
-    bool::from(truncated(expected).ct_eq(tag))
+fn tag_matches(expected: &[u8; 32], tag: &[u8]) -> bool {
+    // Two 64-bit words rather than subtle's sixteen byte compares.
+    const _: () = assert!(TAG_LEN == 16);
+    if tag.len() != TAG_LEN {
+        return false;
+    }
+    let word = |bytes: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let expected = truncated(expected);
+    bool::from(word(expected, 0).ct_eq(&word(tag, 0)) & word(expected, 8).ct_eq(&word(tag, 8)))
 }
 
-fn hmac_tag(key: &hmac::Key, prefix: &[u8], binding: Bound<'_>, body: &[u8]) -> hmac::Tag {
-    let mut ctx = hmac::Context::with_key(key);
-    for_each_ad_part(prefix, binding, |part| ctx.update(part));
-    ctx.update(body);
-    ctx.sign()
+/// The full HMAC-SHA256 of `A ‖ body` (FORMAT.md §4.1), from a clone of the
+/// keyed state.
+fn hmac_tag(key: &HmacKey, prefix: &[u8], binding: Bound<'_>, body: &[u8]) -> [u8; 32] {
+    let mut mac = key.clone();
+    for_each_ad_part(prefix, binding, |part| mac.update(part));
+    mac.update(body);
+    mac.finalize().into_bytes().into()
 }
 
 /// The one-message ChaCha20-Poly1305 key and nonce of an XChaCha20 nonce
@@ -199,11 +219,11 @@ fn xchacha_open<'a>(
 
 /// The key that hedges an XChaCha20-Poly1305 key's nonces (FORMAT.md §4.2):
 /// HMAC-SHA256 with its pads precomputed, wiped on drop.
-type NonceKey = ::hmac::Hmac<::sha2::Sha256>;
+type NonceKey = HmacKey;
 
 /// Builds a [`NonceKey`] from `K_n`.
 fn nonce_key(k_n: &[u8; 32]) -> NonceKey {
-    <NonceKey as ::hmac::KeyInit>::new_from_slice(k_n).expect("HMAC takes any key length")
+    hmac_key(k_n)
 }
 
 /// Random bytes drawn per XChaCha20-Poly1305 token to hedge its nonce.
@@ -223,7 +243,6 @@ fn hedged_nonce(
     binding: Bound<'_>,
     body: &[u8],
 ) -> [u8; XNONCE_LEN] {
-    use ::hmac::Mac as _;
     let mut mac = nonce_key.clone();
     mac.update(random);
     for_each_ad_part(prefix, binding, |part| mac.update(part));
@@ -319,20 +338,17 @@ pub mod primitives {
     /// The full 32-byte HMAC-SHA256 of `message` under `key` (any length),
     /// as this layer computes it before truncating it to a token tag.
     pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-        let mut ctx = ring::hmac::Context::with_key(&super::hmac_key(key));
-        ctx.update(message);
-        let mut full = [0u8; 32];
-        full.copy_from_slice(ctx.sign().as_ref());
-        full
+        use ::hmac::Mac as _;
+        let mut mac = super::hmac_key(key);
+        mac.update(message);
+        mac.finalize().into_bytes().into()
     }
 
     /// The token tag check: whether `tag` equals the first
     /// [`TAG_LEN`](crate::TAG_LEN) bytes of the HMAC-SHA256 of `message`
     /// under `key`, in constant time. A `tag` of any other length is refused.
     pub fn hmac_sha256_verify(key: &[u8], message: &[u8], tag: &[u8]) -> bool {
-        let mut ctx = ring::hmac::Context::with_key(&super::hmac_key(key));
-        ctx.update(message);
-        super::tag_matches(&ctx.sign(), tag)
+        super::tag_matches(&hmac_sha256(key, message), tag)
     }
 
     /// XChaCha20-Poly1305 encryption: returns ciphertext ‖ 16-byte tag.
