@@ -4,6 +4,7 @@ docs/BENCHMARKS.md, "Python in-process". A benchmark, not a test.
     bash crates/reqstate-python/run-tests.sh --install-only   # the package, in .venv
     cargo build --release --bin reqstate                       # the sidecar measured
     crates/reqstate-python/.venv/bin/python crates/reqstate-python/bench/bench_codecs.py
+    # or without the sidecar (no release build): ... bench_codecs.py --no-sidecar
 
 1. The official `mcp` SDK's own envelope (built with the SDK's own
    `compact_json` and `_request_identity`, as `RequestStateBoundary._seal`
@@ -19,6 +20,15 @@ docs/BENCHMARKS.md, "Python in-process". A benchmark, not a test.
    with the binding built once, and with `call_context` computed each round
    as a handler does; and `verify_many` per token.
 
+3. The call context alone (`call_context` of the reference arguments
+   `{"current":10}` as a dict and as JSON text, `Binding.for_call`, and the
+   way the package computed it before: `json.dumps`, then `call_context` on
+   its text), and the bound round trip each of those makes: the context
+   computed each round, as a handler that binds its arguments does.
+
+The summary lines say each issue-28 target met or missed: `call_context`
+of a dict <= 1 µs, the bound round trip >= 2x the SDK codec's speed.
+
 Each figure is the median of 7 runs of N calls, in microseconds per round
 trip (seal + unseal, or mint + verify), on whatever machine runs it.
 """
@@ -26,6 +36,7 @@ trip (seal + unseal, or mint + verify), on whatever machine runs it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -40,7 +51,7 @@ from typing import Any, Literal
 
 from mcp.server.request_state import AESGCMRequestStateCodec, _request_identity, compact_json
 
-from reqstate import Binding, Codec, Keyring, call_context
+from reqstate import Binding, Codec, Keyring, _native, call_context
 from reqstate.mcp import InProcessCodec
 
 HERE = Path(__file__).resolve().parent
@@ -57,6 +68,28 @@ STATE: dict[str, int] = CLAIMS["state"]
 TTL: int = CLAIMS["ttl_seconds"]
 CONTEXT: bytes = CLAIMS["context"].encode()
 ARGS = {"current": 10}
+
+
+CALL = ("user-42", "counter-server", "tools/call")
+# How the package printed parsed arguments before it read them in Rust.
+ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+ARGUMENTS_TEXT = ARGUMENTS_JSON.encode(ARGS)
+
+
+def context_of_value() -> object:
+    return call_context(*CALL, ARGS)
+
+
+def context_of_text() -> object:
+    return call_context(*CALL, ARGUMENTS_TEXT)
+
+
+def context_dumped() -> object:
+    return _native.call_context(*CALL, ARGUMENTS_JSON.encode(ARGS))
+
+
+def binding_for_call() -> object:
+    return Binding.for_call(TOOL, *CALL, ARGS)
 
 
 def sidecar_support() -> ModuleType:
@@ -124,25 +157,31 @@ def main() -> None:
         default=str(REPO / "target" / "release" / "reqstate"),
         help="the sidecar binary (default target/release/reqstate)",
     )
+    parser.add_argument(
+        "--no-sidecar", action="store_true", help="leave the sidecar out (no release build of it needed)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
     os.environ["REQSTATE_BIN"] = args.reqstate_bin
     support = sidecar_support()
+    load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
     bench = Bench()
     envelope = sdk_envelope()
 
-    sidecar = support.Sidecar()
+    sidecar = None if args.no_sidecar else support.Sidecar()
     try:
-        keyring = Keyring.from_file(sidecar.keyring)
+        keyring = Keyring.ephemeral("xchacha20-poly1305") if sidecar is None else Keyring.from_file(sidecar.keyring)
         sdk = AESGCMRequestStateCodec([os.urandom(32)])
         local = InProcessCodec(Codec(keyring))
-        with SidecarCodec(sidecar.unix_target, support.AUTH_TOKEN) as remote:
+        with contextlib.ExitStack() as stack:
             sealers: list[tuple[str, AESGCMRequestStateCodec | SidecarCodec | InProcessCodec, int]] = [
                 ("SDK AESGCMRequestStateCodec", sdk, args.n),
-                ("SidecarCodec, Unix socket", remote, args.n_sidecar),
-                ("InProcessCodec (XChaCha20-Poly1305)", local, args.n),
             ]
+            if sidecar is not None:
+                remote = stack.enter_context(SidecarCodec(sidecar.unix_target, support.AUTH_TOKEN))
+                sealers.append(("SidecarCodec, Unix socket", remote, args.n_sidecar))
+            sealers.append(("InProcessCodec (XChaCha20-Poly1305)", local, args.n))
             for name, sealer, n in sealers:
                 sealed = sealer.seal(envelope)
                 assert sealer.unseal(sealed) == envelope
@@ -152,6 +191,13 @@ def main() -> None:
 
                 bench.add("SDK envelope, seal + unseal", f"{name} ({len(sealed)} chars)", seal_and_unseal, n)
 
+            bench.add("call context alone", "call_context(principal, audience, method, dict)", context_of_value, args.n)
+            bench.add("call context alone", "call_context(principal, audience, method, JSON text)", context_of_text,
+                      args.n)  # fmt: skip
+            bench.add("call context alone", "json.dumps, then call_context on its text (before)", context_dumped,
+                      args.n)  # fmt: skip
+            bench.add("call context alone", "Binding.for_call(tool, principal, audience, method, dict)",
+                      binding_for_call, args.n)  # fmt: skip
             algorithms: list[Literal["hmac-sha256", "xchacha20-poly1305"]] = ["hmac-sha256", "xchacha20-poly1305"]
             for algorithm in algorithms:
                 codec = Codec(Keyring.ephemeral(algorithm))
@@ -163,7 +209,15 @@ def main() -> None:
                     return c.verify(c.mint(b, STEP, STATE, ttl=TTL).token, b, expected_step=STEP)
 
                 def with_context(c: Codec = codec) -> object:
-                    b = Binding(TOOL, call_context("user-42", "counter-server", "tools/call", ARGS))
+                    b = Binding(TOOL, call_context(*CALL, ARGS))
+                    return c.verify(c.mint(b, STEP, STATE, ttl=TTL).token, b, expected_step=STEP)
+
+                def with_binding_for_call(c: Codec = codec) -> object:
+                    b = Binding.for_call(TOOL, *CALL, ARGS)
+                    return c.verify(c.mint(b, STEP, STATE, ttl=TTL).token, b, expected_step=STEP)
+
+                def with_dumped_context(c: Codec = codec) -> object:
+                    b = Binding(TOOL, _native.call_context(*CALL, ARGUMENTS_JSON.encode(ARGS)))
                     return c.verify(c.mint(b, STEP, STATE, ttl=TTL).token, b, expected_step=STEP)
 
                 def mint(c: Codec = codec, b: Binding = binding) -> object:
@@ -178,17 +232,22 @@ def main() -> None:
                 label = f"{algorithm} ({len(token)} chars)"
                 bench.add("reqstate compact, mint + verify", label, round_trip, args.n)
                 bench.add("reqstate compact, mint + verify + call_context", label, with_context, args.n)
+                bench.add("reqstate compact, mint + verify + Binding.for_call", label, with_binding_for_call, args.n)
+                bench.add("reqstate compact, mint + verify + json.dumps then call_context (before)", label,
+                          with_dumped_context, args.n)  # fmt: skip
                 bench.add("reqstate compact, mint", label, mint, args.n)
                 bench.add("reqstate compact, verify", label, verify, args.n)
                 bench.add("reqstate compact, verify_many (per token, batches of 1000)", label, verify_many,
                           max(1, args.n // 1000), per=1000)  # fmt: skip
             rows = bench.run()
     finally:
-        sidecar.stop()
+        if sidecar is not None:
+            sidecar.stop()
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"# {platform.python_implementation()} {platform.python_version()}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {load} at the end")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.python_implementation()} "
+          f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, load average "
+          f"{load_before} before the run, {load} at the end; median of {bench.rounds} round-robin rounds")
     print("| what | codec | µs per call |")
     print("|---|---|---|")
     for what, codec_name, us in rows:
@@ -197,6 +256,16 @@ def main() -> None:
     for what, codec_name, us in rows:
         if what.startswith("reqstate compact, mint + verify") or "InProcessCodec" in codec_name:
             print(f"  {codec_name}, {what}: {sdk_us / us:.2f}x the SDK codec's speed")
+    figure = {(what, codec_name): us for what, codec_name, us in rows}
+    alone = figure[("call context alone", "call_context(principal, audience, method, dict)")]
+    before = figure[("call context alone", "json.dumps, then call_context on its text (before)")]
+    print(f"  call_context of a dict: {alone:.2f} µs (target <= 1 µs: {'met' if alone <= 1 else 'missed'}), "
+          f"{before / alone:.2f}x faster than json.dumps then call_context")
+    for what, codec_name, us in rows:
+        if what in ("reqstate compact, mint + verify + call_context", "reqstate compact, mint + verify + Binding.for_call"):
+            ratio = sdk_us / us
+            print(f"  bound round trip, {codec_name}, {what.split(' + ')[-1]}: {ratio:.2f}x the SDK codec's speed "
+                  f"(target >= 2x: {'met' if ratio >= 2 else 'missed'})")
     if args.json:
         print(json.dumps([{"what": w, "codec": c, "us": round(u, 3)} for w, c, u in rows]))
 
