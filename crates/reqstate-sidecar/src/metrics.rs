@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -11,8 +12,8 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use reqstate::Keyring;
 use tokio::net::TcpListener;
@@ -41,7 +42,31 @@ pub struct Metrics {
     replay_store_clock_skew: prometheus::Gauge,
     replay_store_max_skew: prometheus::Gauge,
     ready: AtomicBool,
+    /// The series of the service's successful calls, by rpc
+    /// ([`HOT_RPCS`]): looked up once, on the first such call, rather than
+    /// on every call (a lookup hashes the label values under a lock).
+    /// Resolved lazily so that a series appears only once it counts.
+    hot_calls: [OnceLock<(IntCounter, Histogram)>; HOT_RPCS.len()],
+    /// `reqstate_batch_items_total{result="ok"}` of MintBatch and
+    /// VerifyBatch, resolved as `hot_calls`.
+    hot_batch_items: [OnceLock<IntCounter>; 2],
+    /// `reqstate_replay_records_total` for `consumed` and `replayed`.
+    hot_replay_records: [OnceLock<IntCounter>; 2],
 }
+
+/// The rpcs whose successful calls have their series resolved once.
+const HOT_RPCS: [&str; 7] = [
+    "Mint",
+    "Verify",
+    "MintBatch",
+    "VerifyBatch",
+    "Seal",
+    "Unseal",
+    "ListKeys",
+];
+
+/// The batch rpcs of [`Metrics::hot_batch_items`].
+const BATCH_RPCS: [&str; 2] = ["MintBatch", "VerifyBatch"];
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -227,6 +252,9 @@ impl Metrics {
             replay_store_clock_skew,
             replay_store_max_skew,
             ready: AtomicBool::new(true),
+            hot_calls: Default::default(),
+            hot_batch_items: Default::default(),
+            hot_replay_records: Default::default(),
         })
     }
 
@@ -236,6 +264,19 @@ impl Metrics {
 
     /// Counts one call and its duration.
     pub fn observe_call(&self, rpc: &'static str, result: &'static str, elapsed: Duration) {
+        if result == "ok"
+            && let Some(i) = HOT_RPCS.iter().position(|hot| *hot == rpc)
+        {
+            let (calls, latency) = self.hot_calls[i].get_or_init(|| {
+                (
+                    self.calls.with_label_values(&[rpc, "ok"]),
+                    self.latency.with_label_values(&[rpc]),
+                )
+            });
+            calls.inc();
+            latency.observe(elapsed.as_secs_f64());
+            return;
+        }
         self.calls.with_label_values(&[rpc, result]).inc();
         self.latency
             .with_label_values(&[rpc])
@@ -252,15 +293,20 @@ impl Metrics {
     pub fn observe_replay_store(&self, elapsed: Duration, answers: &[crate::replay::Recorded]) {
         self.replay_store_latency.observe(elapsed.as_secs_f64());
         for answer in answers {
-            let result = match answer {
-                Ok(true) => "consumed",
-                Ok(false) => "replayed",
+            let (result, hot) = match answer {
+                Ok(true) => ("consumed", Some(0)),
+                Ok(false) => ("replayed", Some(1)),
                 Err(failure) => match failure.error {
-                    reqstate::StoreError::Full => "replay_store_full",
-                    reqstate::StoreError::Unavailable => "replay_store_unavailable",
+                    reqstate::StoreError::Full => ("replay_store_full", None),
+                    reqstate::StoreError::Unavailable => ("replay_store_unavailable", None),
                 },
             };
-            self.replay_records.with_label_values(&[result]).inc();
+            match hot {
+                Some(i) => self.hot_replay_records[i]
+                    .get_or_init(|| self.replay_records.with_label_values(&[result]))
+                    .inc(),
+                None => self.replay_records.with_label_values(&[result]).inc(),
+            }
         }
     }
 
@@ -273,6 +319,14 @@ impl Metrics {
 
     /// Counts one item of a batch.
     pub fn observe_batch_item(&self, rpc: &'static str, result: &'static str) {
+        if result == "ok"
+            && let Some(i) = BATCH_RPCS.iter().position(|hot| *hot == rpc)
+        {
+            self.hot_batch_items[i]
+                .get_or_init(|| self.batch_items.with_label_values(&[rpc, "ok"]))
+                .inc();
+            return;
+        }
         self.batch_items.with_label_values(&[rpc, result]).inc();
     }
 

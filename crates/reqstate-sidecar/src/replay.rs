@@ -431,23 +431,76 @@ struct Attempt {
     lifetime: Duration,
 }
 
+/// Lowercase hex digits, as every implementation writes record names and
+/// attempt ids.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// `bytes` in lowercase hex, without allocating.
+fn hex_of<const N: usize, const M: usize>(bytes: &[u8; N]) -> [u8; M] {
+    debug_assert_eq!(M, 2 * N);
+    let mut out = [0u8; M];
+    for (i, &b) in bytes.iter().enumerate() {
+        out[2 * i] = HEX_DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX_DIGITS[usize::from(b & 15)];
+    }
+    out
+}
+
+/// `<prefix>spent:v1:<key id>:<token id hex>` from `record_prefix`
+/// (`<prefix>spent:v1:`): the prefix and the core's [`SpentId::record_name`],
+/// the layout every implementation writes (the test
+/// `record_names_are_the_cores` pins them equal), in one allocation.
+fn record_name(record_prefix: &str, id: &SpentId) -> String {
+    let mut name = String::with_capacity(record_prefix.len() + 10 + 1 + 32);
+    name.push_str(record_prefix);
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut key_id = id.key_id().get();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (key_id % 10) as u8;
+        key_id /= 10;
+        if key_id == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[at..] {
+        name.push(char::from(digit));
+    }
+    name.push(':');
+    for &digit in &hex_of::<16, 32>(id.token_id()) {
+        name.push(char::from(digit));
+    }
+    name
+}
+
 impl Attempt {
+    /// The attempt id as the value of the record: 32 lowercase hex digits.
+    fn value(&self) -> [u8; 32] {
+        hex_of(&self.attempt)
+    }
+
+    /// The command, in one buffer sized for it: no reallocation while its
+    /// arguments are written (this is on every consume).
     fn command(&self) -> redis::Cmd {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(&self.name)
-            .arg(reqstate_cli_state::encode_hex(&self.attempt))
+        let lifetime_ms = self.lifetime.as_millis().clamp(1000, i64::MAX as u128) as u64;
+        // "SET", the name, 32 hex digits, "NX", "GET", "PX", up to 20 digits.
+        let mut cmd = redis::Cmd::with_capacity(7, 3 + self.name.len() + 32 + 2 + 3 + 2 + 20);
+        cmd.arg("SET")
+            .arg(self.name.as_str())
+            .arg(&self.value()[..])
             .arg("NX")
             .arg("GET")
             .arg("PX")
-            .arg(self.lifetime.as_millis().clamp(1000, i64::MAX as u128) as u64);
+            .arg(lifetime_ms);
         cmd
     }
 
     /// `SET … NX GET` answers nil when it set the key, else the value held.
-    fn recorded(&self, reply: Option<String>) -> bool {
+    fn recorded(&self, reply: Option<Vec<u8>>) -> bool {
         match reply {
             None => true,
-            Some(held) => self.reused && held == reqstate_cli_state::encode_hex(&self.attempt),
+            Some(held) => self.reused && held == self.value(),
         }
     }
 }
@@ -476,7 +529,8 @@ enum Connection {
 /// The sidecar's spent-token store.
 pub struct Replay {
     backend: Backend,
-    prefix: String,
+    /// `<prefix>spent:v1:`: what every record name starts with.
+    record_prefix: String,
     timeout: Duration,
     metrics: Arc<Metrics>,
     description: String,
@@ -588,7 +642,7 @@ impl Replay {
         };
         Ok(Replay {
             backend,
-            prefix,
+            record_prefix: format!("{prefix}spent:v1:"),
             timeout,
             metrics,
             description,
@@ -603,7 +657,7 @@ impl Replay {
     }
 
     fn record_name(&self, id: &SpentId) -> String {
-        format!("{}{}", self.prefix, id.record_name())
+        record_name(&self.record_prefix, id)
     }
 
     /// For a shared store: reads its clock now and then every
@@ -818,11 +872,11 @@ impl Replay {
         &self,
         connection: &redis::cluster_async::ClusterConnection,
         attempts: &[Attempt],
-    ) -> Vec<Result<Option<String>, StoreFailure>> {
+    ) -> Vec<Result<Option<Vec<u8>>, StoreFailure>> {
         let calls = attempts.iter().map(|attempt| {
             let mut connection = connection.clone();
             let cmd = attempt.command();
-            async move { cmd.query_async::<Option<String>>(&mut connection).await }
+            async move { cmd.query_async::<Option<Vec<u8>>>(&mut connection).await }
         });
         match tokio::time::timeout(self.timeout, futures_util::future::join_all(calls)).await {
             Ok(replies) => replies
@@ -834,17 +888,31 @@ impl Replay {
     }
 
     /// `SET … NX GET PX` for each item, in one pipeline (one round trip),
-    /// under the deadline.
+    /// under the deadline; a single item is sent as the command alone. On
+    /// the multiplexed connection, concurrent calls share the socket: their
+    /// commands are written back to back and the replies matched in order,
+    /// so concurrent consumes are pipelined too.
     async fn pipelined<C: redis::aio::ConnectionLike + Send>(
         &self,
         connection: &mut C,
         attempts: &[Attempt],
-    ) -> Vec<Result<Option<String>, StoreFailure>> {
-        let mut pipeline = redis::pipe();
+    ) -> Vec<Result<Option<Vec<u8>>, StoreFailure>> {
+        if let [attempt] = attempts {
+            let cmd = attempt.command();
+            let answered =
+                tokio::time::timeout(self.timeout, cmd.query_async::<Option<Vec<u8>>>(connection))
+                    .await;
+            return vec![match answered {
+                Ok(Ok(reply)) => Ok(reply),
+                Ok(Err(e)) => Err(store_error(&e).into()),
+                Err(_) => Err(self.timed_out()),
+            }];
+        }
+        let mut pipeline = redis::Pipeline::with_capacity(attempts.len());
         for attempt in attempts {
             pipeline.add_command(attempt.command());
         }
-        let answered: Result<Result<Vec<Option<String>>, redis::RedisError>, _> =
+        let answered: Result<Result<Vec<Option<Vec<u8>>>, redis::RedisError>, _> =
             tokio::time::timeout(self.timeout, pipeline.query_async(connection)).await;
         match answered {
             Ok(Ok(replies)) if replies.len() == attempts.len() => {
@@ -1037,7 +1105,7 @@ mod tests {
             lifetime: Duration::from_secs(5),
         };
         assert!(attempt.recorded(None));
-        let mine = reqstate_cli_state::encode_hex(&[0xab; 16]);
+        let mine = reqstate_cli_state::encode_hex(&[0xab; 16]).into_bytes();
         // A fresh attempt finding any value, its own included, is a replay.
         assert!(!attempt.recorded(Some(mine.clone())));
         let retry = Attempt {
@@ -1045,8 +1113,48 @@ mod tests {
             ..attempt
         };
         assert!(retry.recorded(Some(mine)));
-        assert!(!retry.recorded(Some("someone else".into())));
-        let args = retry.command().args_iter().count();
-        assert_eq!(args, 7, "SET name attempt NX GET PX ms");
+        assert!(!retry.recorded(Some(b"someone else".to_vec())));
+        let args: Vec<Vec<u8>> = retry
+            .command()
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => b"(cursor)".to_vec(),
+            })
+            .collect();
+        let expected: Vec<&[u8]> = vec![
+            b"SET",
+            b"reqstate:spent:v1:1:00",
+            b"abababababababababababababababab",
+            b"NX",
+            b"GET",
+            b"PX",
+            b"5000",
+        ];
+        assert_eq!(args, expected, "SET name attempt NX GET PX ms");
+    }
+
+    /// The record names this sidecar writes are the core's, after the
+    /// prefix: the layout every implementation shares (FORMAT.md §5.1).
+    #[test]
+    fn record_names_are_the_cores() -> Result<(), Box<dyn std::error::Error>> {
+        let secret = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+        for key_id in [1u32, 9, 10, 1_000_000, 4_294_967_295] {
+            let keyring = reqstate::Keyring::from_toml(&format!(
+                "version = 1\n\n[[key]]\nid = {key_id}\nstatus = \"primary\"\nsecret = \"{secret}\"\n"
+            ))?;
+            let codec = reqstate::Codec::new(keyring);
+            let binding = reqstate::Binding::with_context_bytes("tool", b"")?;
+            let minted = codec.mint_single_use(binding, "step", &(), Duration::from_secs(60))?;
+            let id = codec
+                .verify_single_use::<()>(&minted.token, binding.step("step"))?
+                .spent_id();
+            assert_eq!(id.key_id().get(), key_id);
+            assert_eq!(
+                record_name("counter-prod:spent:v1:", &id),
+                format!("counter-prod:{}", id.record_name())
+            );
+        }
+        Ok(())
     }
 }

@@ -226,6 +226,58 @@ async fn a_full_memory_store_refuses_rather_than_forgets() -> TestResult {
     Ok(())
 }
 
+/// The Redis connection is opened when the sidecar starts, not by the first
+/// consume (which would pay TCP, TLS and AUTH inside its store deadline):
+/// before any call, Redis already has a client of the sidecar that read its
+/// clock (`TIME`), and the first consume is answered on that connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_on_redis_connects_at_start_before_any_consume() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let redis = RedisServer::start(&dir.path().join("redis"), false)?;
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--replay-store")
+            .arg(redis.unix_url()),
+    )
+    .await?;
+    let sidecar_clients = || -> TestResult<Vec<String>> {
+        Ok(redis
+            .cli(&["CLIENT", "LIST"])?
+            .lines()
+            .filter(|line| line.contains(" cmd=time "))
+            .map(str::to_owned)
+            .collect())
+    };
+    let connected = eventually(
+        Duration::from_secs(10),
+        "the sidecar's connection to Redis",
+        || async { Ok(Some(sidecar_clients()?).filter(|c| !c.is_empty())) },
+    )
+    .await?;
+    assert_eq!(connected.len(), 1, "{connected:?}");
+    let id = |line: &str| line.split(' ').next().map(str::to_owned);
+    let before = id(&connected[0]);
+
+    let mut client = sidecar.unix_client().await?;
+    let token = client.mint(mint(true, "1")).await?.into_inner().token;
+    let first = client.verify(verify(&token, true)).await?.into_inner();
+    assert!(first.valid, "{}", first.detail);
+    // The consume went over the connection opened at start: no other
+    // client than it (and redis-cli's own, asking).
+    let after: Vec<Option<String>> = redis
+        .cli(&["CLIENT", "LIST"])?
+        .lines()
+        .filter(|line| !line.contains(" cmd=client|list "))
+        .map(id)
+        .collect();
+    assert_eq!(
+        after,
+        vec![before],
+        "a new connection for the first consume"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sidecars_on_one_redis_accept_each_token_once() -> TestResult {
     let dir = tempfile::tempdir()?;
