@@ -203,6 +203,8 @@ command -v clang >/dev/null 2>&1 || missing+=(clang)
 command -v musl-gcc >/dev/null 2>&1 || missing+=(musl-tools)
 { command -v redis-server && command -v redis-cli; } >/dev/null 2>&1 || missing+=(redis-server)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(libfaketime)
+# The instruction-count gate runs its operations under callgrind.
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo_cmd=""
     [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
@@ -216,11 +218,12 @@ rustup target add x86_64-unknown-none wasm32-unknown-unknown x86_64-unknown-linu
 
 # The two biggest builds no early step needs (see bg_start above): the fuzz
 # targets (nightly, AddressSanitizer: about 9 minutes of 2 CPUs alone) and
-# the static release binary that scripts/artifacts.sh ships. Each waits for
-# nothing; the foreground's cargo builds use target/debug, which they do not
-# lock.
+# the static release binary that scripts/artifacts.sh ships, with the
+# instruction-count gate (benches/instructions), which counts that build's
+# code: one release build for both. Each waits for nothing; the foreground's
+# cargo builds use target/debug, which they do not lock.
 bg_start fuzz-build bash fuzz/run.sh --build-only
-bg_start release-musl cargo build --release --locked -p reqstate-sidecar --target x86_64-unknown-linux-musl
+bg_start release-musl cargo build --release --locked -p reqstate-sidecar -p reqstate-instructions --target x86_64-unknown-linux-musl
 
 step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
 python3 scripts/check-docs.py --self-test
@@ -266,6 +269,12 @@ step "benchmark smoke run (each benchmark once, in the test profile; figures com
 # code (docs/BENCHMARKS.md).
 cargo test --locked -p reqstate-benches --bench tokens -- --test
 REQSTATE_BENCH_BIN="$PWD/target/debug/reqstate" cargo test --locked -p reqstate-benches --bench sidecar -- --test
+# The sidecar under h2load (Debian's nghttp2-client, installed when missing):
+# Verify and Mint beside Health/Check over the Unix socket and TCP, every
+# call checked against the sidecar's own counters; one round of 1 000 calls
+# per case. The ratios of a debug build on a loaded machine are not figures:
+# `benches/h2load.sh` on a release build is (docs/BENCHMARKS.md).
+bash benches/h2load.sh --smoke --bin "$PWD/target/debug/reqstate"
 
 step "no_std builds of the core crate"
 (
@@ -324,6 +333,23 @@ step "artifacts a user installs: the crates (cargo package, verified), the abi3 
 # script finds it up to date. The wheel is the one the Python steps built.
 bg_wait release-musl
 bash scripts/artifacts.sh
+
+step "instruction counts of the hot paths against their budgets (callgrind; benches/instructions/budgets.toml)"
+# Counts, not times: they do not move with the machine's load. The build is
+# the background release-musl one above.
+instructions=target/x86_64-unknown-linux-musl/release/reqstate-instructions
+"$instructions" check
+# The gate can fail: an operation over its budget exits 1.
+tight="$(mktemp)"
+printf 'tolerance_percent = 1.0\n[operation."floor/hmac-sha256"]\ninstructions = 100\n' > "$tight"
+gate_rc=0
+gate_out="$("$instructions" check --budgets "$tight" --only floor/hmac-sha256 2>&1)" || gate_rc=$?
+rm -f "$tight"
+if [ "$gate_rc" -ne 1 ] || ! grep -q "^floor/hmac-sha256 .*OVER BUDGET" <<< "$gate_out"; then
+    printf '%s\n' "$gate_out" >&2
+    echo "the instruction gate did not refuse an operation 90 times over its budget (exit $gate_rc)" >&2
+    exit 1
+fi
 
 step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
 bg_wait fuzz-build
