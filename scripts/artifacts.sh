@@ -151,7 +151,7 @@ if wants wheel; then
     wheel="$out/$(basename "$wheel")"
     tag="$("${helper[@]}" wheel-tag "$wheel")"
     echo "wheel: $(basename "$wheel"), tag $tag"
-    [[ "$tag" == cp39-abi3-* ]] || die "the wheel's tag is $tag, not cp39-abi3-* (one wheel for every CPython >= 3.9)"
+    [[ "$tag" == cp310-abi3-* ]] || die "the wheel's tag is $tag, not cp310-abi3-* (one wheel for every CPython >= 3.10)"
 
     # A fresh virtualenv, then everything else with no toolchain on PATH.
     printf '# no requirements: the wheel is installed below, without cargo on PATH\n' >"$work/none.txt"

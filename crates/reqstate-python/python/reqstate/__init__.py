@@ -1,5 +1,5 @@
 """reqstate in-process: mint and verify MCP `requestState` tokens by linking
-the Rust core crate (PyO3, one abi3 wheel for CPython >= 3.9).
+the Rust core crate (PyO3, one abi3 wheel for CPython >= 3.10).
 
     from reqstate import Binding, Codec, Keyring, call_context
 
