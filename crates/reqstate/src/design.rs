@@ -52,17 +52,17 @@
 //! What is wiped, exactly: the configured secret (and the base64 text it came
 //! from); the derived XChaCha20 key; every HKDF output before it is handed to
 //! `ring`; per token, our copy of the working key given to HChaCha20, the
-//! HChaCha20 subkey it returns, and the random bytes that hedge the nonce.
-//! What is not: the HMAC keys (the HMAC-SHA256 working key and an XChaCha
-//! key's nonce key `K_n`) live inside `ring::hmac::Key` as precomputed inner
-//! and outer hash states, and HKDF's PRK inside `ring::hkdf::Prk`, which
-//! `ring` does not zeroize; per token, `ring`'s `LessSafeKey` holds a copy of
-//! the one-message ChaCha20 subkey on the stack for the duration of one call,
-//! and the `chacha20` crate's HChaCha20 keeps its working state in a stack
-//! array it does not wipe. None of these can be reached without `unsafe` or a
-//! fork of the dependency; recomputing the HMAC pads per token would cost two
-//! SHA-256 compressions on every mint and verify. That residue is listed in
-//! the threat model (docs/SECURITY.md).
+//! HChaCha20 subkey it returns, and the random bytes that hedge the nonce;
+//! the HMAC keys (the HMAC-SHA256 working key and an XChaCha key's nonce key
+//! `K_n`), held as RustCrypto `hmac` states over `sha2` (precomputed inner and
+//! outer hash states, cloned per token), which their `zeroize` feature wipes
+//! on drop, clones included. What is not: HKDF's PRK inside
+//! `ring::hkdf::Prk`, which `ring` does not zeroize; per token, `ring`'s
+//! `LessSafeKey` holds a copy of the one-message ChaCha20 subkey on the stack
+//! for the duration of one call, and the `chacha20` crate's HChaCha20 keeps
+//! its working state in a stack array it does not wipe. None of these can be
+//! reached without `unsafe` or a fork of the dependency. That residue is
+//! listed in the threat model (docs/SECURITY.md).
 //!
 //! # Randomness and nonces
 //! Each XChaCha20-Poly1305 nonce is *hedged* (FORMAT.md §4.2): 24 random bytes
