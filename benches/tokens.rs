@@ -20,32 +20,9 @@ use reqstate::{
 use ring::{aead, hmac};
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize)]
-struct Counter {
-    current: u64,
-    amount: u64,
-}
-
-struct Reference {
-    tool: String,
-    step: String,
-    state: Counter,
-    ttl: Duration,
-    context: Vec<u8>,
-}
-
-fn reference() -> Reference {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/reference-claims.json");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let v: serde_json::Value = serde_json::from_str(&text).expect("reference claims are JSON");
-    Reference {
-        tool: v["tool"].as_str().expect("tool").into(),
-        step: v["step"].as_str().expect("step").into(),
-        state: serde_json::from_value(v["state"].clone()).expect("state"),
-        ttl: Duration::from_secs(v["ttl_seconds"].as_u64().expect("ttl")),
-        context: v["context"].as_str().expect("context").as_bytes().to_vec(),
-    }
-}
+#[path = "support/reference.rs"]
+mod reference;
+use reference::{Counter, Reference, authenticated_bytes, reference};
 
 /// The binding of a tool and context bytes, checked as `Binding` checks them.
 /// Every mint and verify measured below builds it per call, as a server does
@@ -70,29 +47,12 @@ fn codec(algorithm: Algorithm) -> Codec {
 
 /// The bytes each construction authenticates for the reference claims:
 /// (associated data, claims envelope).
-fn authenticated_bytes(r: &Reference, algorithm: Algorithm) -> (Vec<u8>, Vec<u8>) {
-    let c = codec(algorithm);
-    let token = c
+fn floor_bytes(r: &Reference, algorithm: Algorithm) -> (Vec<u8>, Vec<u8>) {
+    let token = codec(algorithm)
         .mint(binding(&r.tool, &r.context), &r.step, &r.state, r.ttl)
         .expect("mint")
         .token;
-    use base64::Engine as _;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .expect("b64");
-    let prefix = &raw[..2];
-    let mut ad = prefix.to_vec();
-    ad.extend_from_slice(&(r.tool.len() as u32).to_be_bytes());
-    ad.extend_from_slice(r.tool.as_bytes());
-    ad.extend_from_slice(&(r.context.len() as u32).to_be_bytes());
-    ad.extend_from_slice(&r.context);
-    let body_start = if algorithm == Algorithm::HmacSha256 {
-        2
-    } else {
-        26
-    };
-    let body = raw[body_start..raw.len() - 16].to_vec();
-    (ad, body)
+    authenticated_bytes(r, algorithm, &token)
 }
 
 /// The bare primitives over exactly the bytes reqstate authenticates for the
@@ -115,10 +75,10 @@ struct Floors {
 
 impl Floors {
     fn new(r: &Reference) -> Self {
-        let (ad, body) = authenticated_bytes(r, Algorithm::HmacSha256);
+        let (ad, body) = floor_bytes(r, Algorithm::HmacSha256);
         let mut hmac_message = ad;
         hmac_message.extend_from_slice(&body);
-        let (ad, body) = authenticated_bytes(r, Algorithm::XChaCha20Poly1305);
+        let (ad, body) = floor_bytes(r, Algorithm::XChaCha20Poly1305);
         let mut hedge_message = vec![3u8; 24];
         hedge_message.extend_from_slice(&ad);
         hedge_message.extend_from_slice(&body);

@@ -23,6 +23,8 @@
 //! for `x86_64-unknown-linux-musl` with the static release binary. See
 //! README.md.
 
+#[path = "../support/reference.rs"]
+mod reference;
 mod workloads;
 
 use std::collections::BTreeMap;

@@ -23,8 +23,9 @@ use reqstate_sidecar::replay::Replay;
 use reqstate_sidecar::replay::ReplayStoreConfig;
 use reqstate_sidecar::service::RequestStateService;
 use ring::{aead, hmac};
-use serde::{Deserialize, Serialize};
 use tower::{Layer as _, Service, ServiceExt as _};
+
+use crate::reference::{Counter, Reference, authenticated_bytes, reference};
 
 /// One operation of the gate.
 pub(crate) struct Operation {
@@ -120,33 +121,6 @@ pub(crate) const OPERATIONS: &[Operation] = &[
     },
 ];
 
-/// The claims of benches/data/reference-claims.json, compiled in.
-struct Reference {
-    tool: String,
-    step: String,
-    state: Counter,
-    ttl: Duration,
-    context: Vec<u8>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Counter {
-    current: u64,
-    amount: u64,
-}
-
-fn reference() -> Reference {
-    let v: serde_json::Value = serde_json::from_str(include_str!("../data/reference-claims.json"))
-        .expect("benches/data/reference-claims.json is JSON");
-    Reference {
-        tool: v["tool"].as_str().expect("tool").into(),
-        step: v["step"].as_str().expect("step").into(),
-        state: serde_json::from_value(v["state"].clone()).expect("state"),
-        ttl: Duration::from_secs(v["ttl_seconds"].as_u64().expect("ttl")),
-        context: v["context"].as_str().expect("context").as_bytes().to_vec(),
-    }
-}
-
 /// A fixed secret: the counts must not depend on a random key.
 const SECRET: [u8; 32] = [7; 32];
 
@@ -170,27 +144,16 @@ fn mint(codec: &Codec, r: &Reference) -> Result<String, String> {
 }
 
 /// (associated data, body) of a fresh token: the bytes a floor covers.
-fn authenticated_bytes(r: &Reference, algorithm: Algorithm) -> Result<(Vec<u8>, Vec<u8>), String> {
-    use base64::Engine as _;
-    let token = mint(&codec(algorithm), r)?;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|e| e.to_string())?;
-    let mut ad = raw[..2].to_vec();
-    ad.extend_from_slice(&(r.tool.len() as u32).to_be_bytes());
-    ad.extend_from_slice(r.tool.as_bytes());
-    ad.extend_from_slice(&(r.context.len() as u32).to_be_bytes());
-    ad.extend_from_slice(&r.context);
-    let body_start = if algorithm == Algorithm::HmacSha256 {
-        2
-    } else {
-        26
-    };
-    Ok((ad, raw[body_start..raw.len() - 16].to_vec()))
+fn floor_bytes(r: &Reference, algorithm: Algorithm) -> Result<(Vec<u8>, Vec<u8>), String> {
+    Ok(authenticated_bytes(
+        r,
+        algorithm,
+        &mint(&codec(algorithm), r)?,
+    ))
 }
 
 fn hmac_message(r: &Reference) -> Result<Vec<u8>, String> {
-    let (mut message, body) = authenticated_bytes(r, Algorithm::HmacSha256)?;
+    let (mut message, body) = floor_bytes(r, Algorithm::HmacSha256)?;
     message.extend_from_slice(&body);
     Ok(message)
 }
@@ -222,7 +185,7 @@ fn rustcrypto_hmac_loop(message: &[u8], n: u64) -> Result<(), String> {
 }
 
 fn floor_xchacha(n: u64) -> Result<(), String> {
-    let (ad, body) = authenticated_bytes(&reference(), Algorithm::XChaCha20Poly1305)?;
+    let (ad, body) = floor_bytes(&reference(), Algorithm::XChaCha20Poly1305)?;
     let k = chacha20::Key::from(SECRET);
     for _ in 0..n {
         let sub: [u8; 32] =
@@ -244,7 +207,7 @@ fn floor_xchacha(n: u64) -> Result<(), String> {
 }
 
 fn floor_hedge(n: u64) -> Result<(), String> {
-    let (ad, body) = authenticated_bytes(&reference(), Algorithm::XChaCha20Poly1305)?;
+    let (ad, body) = floor_bytes(&reference(), Algorithm::XChaCha20Poly1305)?;
     let mut message = vec![3u8; 24];
     message.extend_from_slice(&ad);
     message.extend_from_slice(&body);
