@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -438,12 +441,36 @@ def test_a_uid_not_allowed_is_told_so() -> None:
         process.stop()
 
 
-def test_a_client_deadline_is_told_so(sidecar: Sidecar) -> None:
+def test_a_client_deadline_is_told_so(tmp_path: Path) -> None:
     """A deadline the client set and missed (no answer from the sidecar, so
-    no trailer): `deadline_exceeded`, and how to give it longer."""
-    with sidecar.client("unix", timeout=1e-6) as client:
-        with pytest.raises(TransportError) as late:
-            client.list_keys()
+    no trailer): `deadline_exceeded`, and how to give it longer.
+
+    The peer accepts the connection and never answers, so the deadline is
+    missed every time (a real sidecar under a 1 µs deadline sometimes
+    answered first: a CI run failed on it)."""
+    path = tmp_path / "silent.sock"
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(str(path))
+    silent.listen()
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        try:
+            while True:
+                accepted.append(silent.accept()[0])
+        except OSError:
+            return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        with Client(f"unix://{path}", token=AUTH_TOKEN, timeout=0.3) as client:
+            with pytest.raises(TransportError) as late:
+                client.list_keys()
+    finally:
+        silent.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        silent.close()
+        for connection in accepted:
+            connection.close()
     assert late.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
     assert late.value.refusal == "deadline_exceeded" and late.value.reason is None
     assert "pass a longer timeout=" in str(late.value)
