@@ -65,17 +65,12 @@ fn read_key_id(bytes: &[u8]) -> Result<(KeyId, usize), Refusal> {
 #[derive(Clone, PartialEq, Eq)]
 pub struct UntrustedToken {
     pub(crate) bytes: Vec<u8>,
-    pub(crate) kind: TokenKind,
-    pub(crate) algorithm: Algorithm,
-    pub(crate) key_id: KeyId,
-    /// Bytes of header byte plus key id.
-    pub(crate) prefix_len: usize,
-    pub(crate) encoded_len: usize,
+    header: Header,
 }
 
 /// What the header of a decoded token says (FORMAT.md §2), read before
 /// anything is verified: routing fields only.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Header {
     pub(crate) kind: TokenKind,
     pub(crate) algorithm: Algorithm,
@@ -239,25 +234,12 @@ impl UntrustedToken {
         check_len(token, policy)?;
         let bytes = TOKEN_BASE64.decode(token.as_bytes()).map_err(not_base64)?;
         let header = read_header(&bytes, token.len())?;
-        Ok(UntrustedToken {
-            bytes,
-            kind: header.kind,
-            algorithm: header.algorithm,
-            key_id: header.key_id,
-            prefix_len: header.prefix_len,
-            encoded_len: header.encoded_len,
-        })
+        Ok(UntrustedToken { bytes, header })
     }
 
     /// The header fields, as [`read_header`] gave them.
     pub(crate) fn header(&self) -> Header {
-        Header {
-            kind: self.kind,
-            algorithm: self.algorithm,
-            key_id: self.key_id,
-            prefix_len: self.prefix_len,
-            encoded_len: self.encoded_len,
-        }
+        self.header
     }
 
     /// The format version (always [`VERSION`] for a parsed token).
@@ -267,22 +249,22 @@ impl UntrustedToken {
 
     /// Whether this is a state token or a sealed payload.
     pub fn kind(&self) -> TokenKind {
-        self.kind
+        self.header.kind
     }
 
     /// The algorithm the token claims. Unverified: the key decides.
     pub fn algorithm(&self) -> Algorithm {
-        self.algorithm
+        self.header.algorithm
     }
 
     /// The key id the token names. Unverified: a lookup hint only.
     pub fn key_id(&self) -> KeyId {
-        self.key_id
+        self.header.key_id
     }
 
     /// Length of the token in characters.
     pub fn encoded_len(&self) -> usize {
-        self.encoded_len
+        self.header.encoded_len
     }
 
     /// Length of the decoded token in bytes.
@@ -296,10 +278,10 @@ impl fmt::Debug for UntrustedToken {
         // The body is never shown: for HMAC tokens it is the client-readable
         // state, but logs are no place for it either.
         f.debug_struct("UntrustedToken")
-            .field("kind", &self.kind)
-            .field("algorithm", &self.algorithm)
-            .field("key_id", &self.key_id)
-            .field("encoded_len", &self.encoded_len)
+            .field("kind", &self.header.kind)
+            .field("algorithm", &self.header.algorithm)
+            .field("key_id", &self.header.key_id)
+            .field("encoded_len", &self.header.encoded_len)
             .finish_non_exhaustive()
     }
 }
