@@ -431,8 +431,7 @@ struct Attempt {
     lifetime: Duration,
 }
 
-/// Lowercase hex digits, as every implementation writes record names and
-/// attempt ids.
+/// Lowercase hex digits, as every implementation writes attempt ids.
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// `bytes` in lowercase hex, without allocating.
@@ -446,31 +445,12 @@ fn hex_of<const N: usize, const M: usize>(bytes: &[u8; N]) -> [u8; M] {
     out
 }
 
-/// `<prefix>spent:v1:<key id>:<token id hex>` from `record_prefix`
-/// (`<prefix>spent:v1:`): the prefix and the core's [`SpentId::record_name`],
-/// the layout every implementation writes (the test
-/// `record_names_are_the_cores` pins them equal), in one allocation.
-fn record_name(record_prefix: &str, id: &SpentId) -> String {
-    let mut name = String::with_capacity(record_prefix.len() + 10 + 1 + 32);
-    name.push_str(record_prefix);
-    let mut digits = [0u8; 10];
-    let mut at = digits.len();
-    let mut key_id = id.key_id().get();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (key_id % 10) as u8;
-        key_id /= 10;
-        if key_id == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[at..] {
-        name.push(char::from(digit));
-    }
-    name.push(':');
-    for &digit in &hex_of::<16, 32>(id.token_id()) {
-        name.push(char::from(digit));
-    }
+/// `<prefix><the core's record name>`: the layout every implementation
+/// writes (FORMAT.md §5.1), in one allocation.
+fn record_name(prefix: &str, id: &SpentId) -> String {
+    let mut name = String::with_capacity(prefix.len() + reqstate::RECORD_NAME_MAX_LEN);
+    name.push_str(prefix);
+    id.write_record_name(&mut name);
     name
 }
 
@@ -529,8 +509,8 @@ enum Connection {
 /// The sidecar's spent-token store.
 pub struct Replay {
     backend: Backend,
-    /// `<prefix>spent:v1:`: what every record name starts with.
-    record_prefix: String,
+    /// The deployment's prefix of every record name.
+    prefix: String,
     timeout: Duration,
     metrics: Arc<Metrics>,
     description: String,
@@ -642,7 +622,7 @@ impl Replay {
         };
         Ok(Replay {
             backend,
-            record_prefix: format!("{prefix}spent:v1:"),
+            prefix,
             timeout,
             metrics,
             description,
@@ -657,7 +637,7 @@ impl Replay {
     }
 
     fn record_name(&self, id: &SpentId) -> String {
-        record_name(&self.record_prefix, id)
+        record_name(&self.prefix, id)
     }
 
     /// For a shared store: reads its clock now and then every
@@ -1151,7 +1131,7 @@ mod tests {
                 .spent_id();
             assert_eq!(id.key_id().get(), key_id);
             assert_eq!(
-                record_name("counter-prod:spent:v1:", &id),
+                record_name("counter-prod:", &id),
                 format!("counter-prod:{}", id.record_name())
             );
         }

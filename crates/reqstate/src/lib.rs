@@ -160,7 +160,8 @@ pub use random::{BufferedRandom, OsRandom};
 #[cfg(feature = "std")]
 pub use single_use::MemoryReplayStore;
 pub use single_use::{
-    MAX_SHARED_RECORD_LIFETIME, Redemption, ReplayStore, SpentId, shared_record_lifetime,
+    MAX_SHARED_RECORD_LIFETIME, RECORD_NAME_MAX_LEN, Redemption, ReplayStore, SpentId,
+    shared_record_lifetime,
 };
 pub use token::UntrustedToken;
 pub use types::{

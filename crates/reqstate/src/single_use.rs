@@ -54,6 +54,10 @@ pub fn shared_record_lifetime(expires_at: u64, now: u64, max_skew: Duration) -> 
 /// 64-bit clock.
 pub const MAX_SHARED_RECORD_LIFETIME: Duration = Duration::from_millis(1_000_000_000_000_000);
 
+/// The longest [`SpentId::record_name`]: `spent:v1:`, a key id of up to 10
+/// digits, `:` and 32 hex digits.
+pub const RECORD_NAME_MAX_LEN: usize = 9 + 10 + 1 + 2 * TOKEN_ID_LEN;
+
 /// What a spent single-use token is recorded under: its key id and its
 /// random token id. Never the token, which is a bearer credential.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,12 +84,37 @@ impl SpentId {
     /// The record's name in a shared store, after the deployment's prefix:
     /// `spent:v1:<key id>:<token id in lowercase hex>` (FORMAT.md §5.1).
     pub fn record_name(&self) -> alloc::string::String {
-        use core::fmt::Write as _;
-        let mut name = alloc::format!("spent:v1:{}:", self.key_id);
-        for byte in self.token_id {
-            let _ = write!(name, "{byte:02x}");
-        }
+        let mut name = alloc::string::String::with_capacity(RECORD_NAME_MAX_LEN);
+        self.write_record_name(&mut name);
         name
+    }
+
+    /// Appends [`SpentId::record_name`] to `out` (at most
+    /// [`RECORD_NAME_MAX_LEN`] bytes), without allocating beyond `out`'s own
+    /// growth: for a store that puts the deployment's prefix first and
+    /// writes a name on every consume.
+    pub fn write_record_name(&self, out: &mut alloc::string::String) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        out.push_str("spent:v1:");
+        let mut digits = [0u8; 10];
+        let mut at = digits.len();
+        let mut key_id = self.key_id.get();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (key_id % 10) as u8;
+            key_id /= 10;
+            if key_id == 0 {
+                break;
+            }
+        }
+        for &digit in &digits[at..] {
+            out.push(char::from(digit));
+        }
+        out.push(':');
+        for byte in self.token_id {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 15)]));
+        }
     }
 }
 
