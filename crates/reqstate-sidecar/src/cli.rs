@@ -469,14 +469,9 @@ pub enum KeysCommand {
             required_unless_present = "connect"
         )]
         keyring: Option<PathBuf>,
-        /// Ask a running sidecar instead: `unix:PATH` or `tcp:HOST:PORT`
-        /// (the keyring file, if also given, is then not read).
-        #[arg(long, value_name = "ADDR")]
-        connect: Option<String>,
-        /// With --connect: send the first token of this file (the sidecar's
-        /// --auth-token-file format) as `authorization: Bearer`.
-        #[arg(long, value_name = "FILE", requires = "connect")]
-        auth_token_file: Option<PathBuf>,
+        /// Ask a running sidecar instead (its own clock and keys).
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The clock reading to use for a file (RFC 3339 or unix seconds).
         /// Default: the system clock. A sidecar answers with its own.
         #[arg(long, value_name = "INSTANT", conflicts_with = "connect")]

@@ -138,46 +138,23 @@ pub fn run(command: KeysCommand) -> u8 {
         })(),
         KeysCommand::Status {
             keyring,
-            connect,
-            auth_token_file,
+            remote,
             now,
             json,
             allow_insecure_keyring_permissions,
-        } => status(
-            keyring.as_deref(),
-            connect.as_deref(),
-            auth_token_file.as_deref(),
-            now.as_deref(),
-            json,
-            allow_insecure_keyring_permissions,
-        ),
+        } => source(keyring, remote, allow_insecure_keyring_permissions)
+            .and_then(|source| status(source, now.as_deref(), json)),
         KeysCommand::List {
             keyring,
             remote,
             json,
             allow_insecure_keyring_permissions,
-        } => match (&keyring, &remote.connect) {
-            (None, Some(_)) if allow_insecure_keyring_permissions => Err(KeysError::Usage(
-                "--allow-insecure-keyring-permissions has no meaning with --connect: \
-                 no keyring file is read"
-                    .into(),
-            )),
-            (None, Some(_)) => list_remote(&remote, json),
-            (Some(path), None) if remote.auth_token_file.is_none() && !remote.tls.any() => {
-                list(path, json, allow_insecure_keyring_permissions)
+        } => source(keyring, remote, allow_insecure_keyring_permissions).and_then(|source| {
+            match source {
+                Source::File(path, permissions) => list(&path, json, permissions),
+                Source::Sidecar(remote) => list_remote(&remote, json),
             }
-            (Some(path), Some(_)) => Err(KeysError::Usage(format!(
-                "--keyring {} has no meaning with --connect: the sidecar's keys are listed; \
-                 drop one of the two",
-                path.display()
-            ))),
-            (Some(_), None) => Err(KeysError::Usage(
-                "--auth-token-file and the --tls-* flags apply only with --connect ADDR".into(),
-            )),
-            (None, None) => Err(KeysError::Usage(
-                "--keyring FILE or --connect ADDR is needed".into(),
-            )),
-        },
+        }),
     };
     match outcome {
         Ok(message) => crate::output::line(message, 0),
@@ -388,12 +365,7 @@ struct ListedKey {
     retire_at: Option<u64>,
 }
 
-fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysError> {
-    let permissions = if allow_insecure {
-        KeyringPermissions::AllowGroupOrOtherReadable
-    } else {
-        KeyringPermissions::OwnerOnly
-    };
+fn list(path: &Path, json: bool, permissions: KeyringPermissions) -> Result<String, KeysError> {
     let loaded = load_keyring_file(path, permissions).map_err(KeysError::Load)?;
     let now = reqstate::Clock::now(&reqstate::SystemClock);
     let keyring = &loaded.keyring;
@@ -417,13 +389,7 @@ fn list(path: &Path, json: bool, allow_insecure: bool) -> Result<String, KeysErr
 /// ListKeys, so that a rotation is confirmed on each replica.
 fn list_remote(remote: &crate::cli::RemoteArgs, json: bool) -> Result<String, KeysError> {
     use reqstate_proto::v1 as pb;
-    let answer = crate::remote::list_keys(remote).map_err(|e| {
-        if e.is_usage() {
-            KeysError::Usage(e.to_string())
-        } else {
-            KeysError::Unreachable(e.to_string())
-        }
-    })?;
+    let answer = list_keys_of(remote)?;
     let status = |value: i32, field: &str| match pb::KeyStatus::try_from(value) {
         Ok(pb::KeyStatus::Primary) => Ok(KeyStatus::Primary),
         Ok(pb::KeyStatus::Active) => Ok(KeyStatus::Active),
@@ -503,44 +469,85 @@ fn render_list(keys: &[ListedKey], json: bool) -> String {
 }
 
 /// `keys status`: the timeline of a file at `--now`, or of a running sidecar.
-fn status(
-    keyring: Option<&Path>,
-    connect: Option<&str>,
-    auth_token_file: Option<&Path>,
-    now: Option<&str>,
-    json: bool,
+/// Where `keys list` and `keys status` read the keys: a keyring file, or
+/// a running sidecar's ListKeys.
+enum Source {
+    File(PathBuf, KeyringPermissions),
+    Sidecar(crate::cli::RemoteArgs),
+}
+
+/// The one source the flags name: `--keyring FILE`, or `--connect ADDR`
+/// with its own flags (bearer token, TLS, timeout); a flag of the other
+/// source is a usage error, not ignored.
+fn source(
+    keyring: Option<PathBuf>,
+    remote: crate::cli::RemoteArgs,
     allow_insecure: bool,
-) -> Result<String, KeysError> {
-    let timeline = match (keyring, connect) {
-        (_, Some(address)) => {
-            let mut target = crate::connect::Target::new(address);
-            if let Some(file) = auth_token_file {
-                target = target.auth_token_file(file);
-            }
-            let answer = crate::connect::block_on(&target, |c| async move { c.list_keys().await })
-                .map_err(|e| KeysError::Unreachable(e.to_string()))?;
+) -> Result<Source, KeysError> {
+    match (keyring, &remote.connect) {
+        (None, Some(_)) if allow_insecure => Err(KeysError::Usage(
+            "--allow-insecure-keyring-permissions has no meaning with --connect: \
+             no keyring file is read"
+                .into(),
+        )),
+        (None, Some(_)) => Ok(Source::Sidecar(remote)),
+        (Some(path), None)
+            if remote.auth_token_file.is_none()
+                && !remote.tls.any()
+                && remote.timeout_ms.is_none() =>
+        {
+            let permissions = if allow_insecure {
+                KeyringPermissions::AllowGroupOrOtherReadable
+            } else {
+                KeyringPermissions::OwnerOnly
+            };
+            Ok(Source::File(path, permissions))
+        }
+        (Some(path), Some(_)) => Err(KeysError::Usage(format!(
+            "--keyring {} has no meaning with --connect: the sidecar's keys are read; \
+             drop one of the two",
+            path.display()
+        ))),
+        (Some(_), None) => Err(KeysError::Usage(
+            "--auth-token-file, --timeout-ms and the --tls-* flags apply only with --connect ADDR"
+                .into(),
+        )),
+        (None, None) => Err(KeysError::Usage(
+            "--keyring FILE or --connect ADDR is needed".into(),
+        )),
+    }
+}
+
+/// The sidecar's ListKeys answer, or why it could not be had.
+fn list_keys_of(
+    remote: &crate::cli::RemoteArgs,
+) -> Result<reqstate_proto::v1::ListKeysResponse, KeysError> {
+    crate::remote::list_keys(remote).map_err(|e| {
+        if e.is_usage() {
+            KeysError::Usage(e.to_string())
+        } else {
+            KeysError::Unreachable(e.to_string())
+        }
+    })
+}
+
+fn status(source: Source, now: Option<&str>, json: bool) -> Result<String, KeysError> {
+    let timeline = match source {
+        Source::Sidecar(remote) => {
+            let address = remote.connect.clone().unwrap_or_default();
+            let answer = list_keys_of(&remote)?;
             if answer.now == 0 {
                 return Err(KeysError::Unreachable(format!(
                     "{address}: the sidecar's ListKeys has no schedule fields (`now` is 0): \
                      it predates keys on a schedule; upgrade it"
                 )));
             }
-            timeline::Timeline::of_list_keys(address, &answer)
+            timeline::Timeline::of_list_keys(&address, &answer)
         }
-        (Some(path), None) => {
+        Source::File(path, permissions) => {
             let now = time::now_or_clock(now).map_err(KeysError::Usage)?;
-            let permissions = if allow_insecure {
-                KeyringPermissions::AllowGroupOrOtherReadable
-            } else {
-                KeyringPermissions::OwnerOnly
-            };
-            let loaded = load_keyring_file(path, permissions).map_err(KeysError::Load)?;
+            let loaded = load_keyring_file(&path, permissions).map_err(KeysError::Load)?;
             timeline::Timeline::of_keyring(&loaded.keyring, now)
-        }
-        (None, None) => {
-            return Err(KeysError::Usage(
-                "--keyring FILE or --connect ADDR is needed".into(),
-            ));
         }
     };
     Ok(if json {

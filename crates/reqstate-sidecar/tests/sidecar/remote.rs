@@ -374,6 +374,38 @@ async fn bearer_token_tls_and_unreachable_sidecars() -> TestResult {
         "s",
     ])?;
     assert_eq!(plain.status.code(), Some(69), "{}", stderr(&plain));
+    // `keys status --connect` takes the same TLS and timeout flags: the
+    // confirmation step of a rotation works on a TLS-only replica.
+    let status = run_cli(&[
+        "keys",
+        "status",
+        "--connect",
+        &connect,
+        "--tls-ca",
+        &ca,
+        "--timeout-ms",
+        "5000",
+        "--json",
+    ])?;
+    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+    let timeline: serde_json::Value = serde_json::from_slice(&status.stdout)?;
+    assert_eq!(timeline["minting_key_id"], 1, "{timeline}");
+    let plain = run_cli(&["keys", "status", "--connect", &connect, "--json"])?;
+    assert_eq!(plain.status.code(), Some(1), "{}", stderr(&plain));
+    assert!(plain.stdout.is_empty());
+    // A flag of the other source is refused, not ignored.
+    let keyring = sidecar.keyring.display().to_string();
+    for flags in [["--tls-ca", ca.as_str()], ["--timeout-ms", "100"]] {
+        let mut args = vec!["keys", "status", "--keyring", &keyring];
+        args.extend(flags);
+        let out = run_cli(&args)?;
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("apply only with --connect"),
+            "{}",
+            stderr(&out)
+        );
+    }
     Ok(())
 }
 
