@@ -468,7 +468,6 @@ fn render_list(keys: &[ListedKey], json: bool) -> String {
     timeline::trim_lines(&out)
 }
 
-/// `keys status`: the timeline of a file at `--now`, or of a running sidecar.
 /// Where `keys list` and `keys status` read the keys: a keyring file, or
 /// a running sidecar's ListKeys.
 enum Source {
@@ -531,6 +530,7 @@ fn list_keys_of(
     })
 }
 
+/// `keys status`: the timeline of a file at `--now`, or of a running sidecar.
 fn status(source: Source, now: Option<&str>, json: bool) -> Result<String, KeysError> {
     let timeline = match source {
         Source::Sidecar(remote) => {
