@@ -398,7 +398,11 @@ fn check_file(
 /// path's own parent, where a Kubernetes `..data` symlink or an editor's
 /// rename replaces it) with its ancestors. `opened` is the opened file's
 /// `fstat`: the resolved path must still lead to it.
-fn check_directories(path: &Path, opened: &Metadata, uid: u32) -> Result<(), KeyringLoadError> {
+fn check_directories(
+    path: &Path,
+    opened: &Metadata,
+    uid: u32,
+) -> Result<PathCheck, KeyringLoadError> {
     let io_error = |error| KeyringLoadError::Io {
         path: path.to_path_buf(),
         error,
@@ -411,9 +415,7 @@ fn check_directories(path: &Path, opened: &Metadata, uid: u32) -> Result<(), Key
     let resolved = std::fs::canonicalize(path).map_err(io_error)?;
     let now = std::fs::metadata(&resolved).map_err(io_error)?;
     if (now.dev(), now.ino()) != (opened.dev(), opened.ino()) {
-        return Err(io_error(std::io::Error::other(
-            "the file was replaced while it was being read; the next reload reads it again",
-        )));
+        return Ok(PathCheck::Replaced);
     }
     let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
         return Err(KeyringLoadError::NotAKeyringFile {
@@ -432,7 +434,65 @@ fn check_directories(path: &Path, opened: &Metadata, uid: u32) -> Result<(), Key
         // could replace in a sticky directory.
         check_directory(&watched, entry, uid).map_err(|p| insecure((watched.clone(), p)))?;
     }
-    Ok(())
+    Ok(PathCheck::Safe)
+}
+
+/// What [`check_directories`] found of a path that no other user can replace.
+enum PathCheck {
+    /// The path still leads to the opened file.
+    Safe,
+    /// The path now leads to another file: it was replaced (renamed over,
+    /// a Kubernetes `..data` symlink swapped) after it was opened.
+    Replaced,
+}
+
+/// How many times a file replaced between its open and the check of its
+/// path is opened again before the read is refused. A rotation renames a
+/// new keyring over the old one once; a file replaced this many times in a
+/// row within microseconds is being churned, and the next reload retries.
+const REOPENS: usize = 8;
+
+/// Opens `path` without blocking and following symlinks, and checks the
+/// opened file: a regular file of at most `max_len` bytes (`too_long` says
+/// what a longer one is not), then [`check_file`] and [`check_directories`].
+/// A file replaced between the open and the check of its path was being
+/// rotated, which is not an error: the new file is opened and checked in
+/// its turn, up to [`REOPENS`] times.
+fn open_protected(
+    path: &Path,
+    permissions: KeyringPermissions,
+    uid: u32,
+    max_len: u64,
+    too_long: &'static str,
+) -> Result<(std::fs::File, Metadata), KeyringLoadError> {
+    let io_error = |error| KeyringLoadError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    for _ in 0..=REOPENS {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(path)
+            .map_err(io_error)?;
+        let meta = file.metadata().map_err(io_error)?;
+        if meta.is_file() && meta.len() > max_len {
+            return Err(KeyringLoadError::NotAKeyringFile {
+                path: path.to_path_buf(),
+                what: too_long,
+            });
+        }
+        check_file(path, &meta, permissions, uid)?;
+        match check_directories(path, &meta, uid)? {
+            PathCheck::Safe => return Ok((file, meta)),
+            PathCheck::Replaced => continue,
+        }
+    }
+    Err(io_error(std::io::Error::other(format!(
+        "the file was replaced while it was being read, {} times in a row; \
+         the next reload reads it again",
+        REOPENS + 1
+    ))))
 }
 
 /// The directory to watch for a keyring path: its parent, or `.` for a bare
@@ -529,15 +589,12 @@ pub fn read_protected_file(
         path: path.to_path_buf(),
         error,
     };
-    let uid = effective_uid();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path)
-        .map_err(io_error)?;
-    let meta = file.metadata().map_err(io_error)?;
-    check_file(path, &meta, permissions, uid)?;
-    check_directories(path, &meta, uid)?;
+    let too_long = if max_len == MAX_KEYRING_FILE_LEN {
+        "larger than 1 MiB; not a keyring"
+    } else {
+        "larger than its limit"
+    };
+    let (file, meta) = open_protected(path, permissions, effective_uid(), max_len, too_long)?;
     let mut contents = Zeroizing::new(Vec::with_capacity(meta.len().min(max_len) as usize + 1));
     file.take(max_len + 1)
         .read_to_end(&mut contents)
@@ -545,11 +602,7 @@ pub fn read_protected_file(
     if contents.len() as u64 > max_len {
         return Err(KeyringLoadError::NotAKeyringFile {
             path: path.to_path_buf(),
-            what: if max_len == MAX_KEYRING_FILE_LEN {
-                "larger than 1 MiB; not a keyring"
-            } else {
-                "larger than its limit"
-            },
+            what: too_long,
         });
     }
     Ok(contents)
@@ -600,21 +653,14 @@ impl KeyringSecrets {
 
     fn read_file(&self, path: &str) -> Result<Zeroizing<String>, String> {
         let resolved = self.dir.join(path);
-        let uid = effective_uid();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-            .open(&resolved)
-            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| format!("cannot read: {}", io_reason(&e)))?;
-        if meta.is_file() && meta.len() > MAX_SECRET_FILE_LEN {
-            return Err("cannot read: longer than 4096 bytes; not a secret file".into());
-        }
-        check_file(&resolved, &meta, self.permissions, uid)
-            .and_then(|()| check_directories(&resolved, &meta, uid))
-            .map_err(|e| pathless(&e.allowed_by(self.allow)))?;
+        let (file, _) = open_protected(
+            &resolved,
+            self.permissions,
+            effective_uid(),
+            MAX_SECRET_FILE_LEN,
+            "longer than 4096 bytes; not a secret file",
+        )
+        .map_err(|e| pathless(&e.allowed_by(self.allow)))?;
         let mut bytes = Zeroizing::new(Vec::new());
         file.take(MAX_SECRET_FILE_LEN + 1)
             .read_to_end(&mut bytes)
@@ -748,6 +794,44 @@ mod tests {
         file.write_all(text.as_bytes())?;
         std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(mode))?;
         Ok(file)
+    }
+
+    /// A keyring renamed over while it is being loaded is a rotation in
+    /// progress, not an error: the load opens the new file (CI once saw a
+    /// reload refused with "the file was replaced while it was being read").
+    #[test]
+    fn a_file_renamed_over_during_loads_is_read_not_refused()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        let path = dir.path().join("keyring.toml");
+        let write = |to: &Path| -> std::io::Result<()> {
+            std::fs::write(to, GOOD)?;
+            std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o600))
+        };
+        write(&path)?;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let loads = std::thread::scope(|scope| -> Result<u32, Box<dyn std::error::Error>> {
+            let loader = scope.spawn(|| -> Result<u32, String> {
+                let mut loads = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    load_keyring_file(&path, KeyringPermissions::OwnerOnly)
+                        .map_err(|e| format!("load {loads}: {e}"))?;
+                    loads += 1;
+                }
+                Ok(loads)
+            });
+            let next = dir.path().join("keyring.toml.new");
+            for _ in 0..2000 {
+                write(&next)?;
+                std::fs::rename(&next, &path)?;
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(loader.join().map_err(|_| "the loader panicked")??)
+        })?;
+        assert!(loads > 0);
+        Ok(())
     }
 
     #[test]
