@@ -354,7 +354,9 @@ fn check_ancestors(
     Ok(())
 }
 
-/// The ownership and mode checks of an opened keyring file (its `fstat`).
+/// The type, ownership and mode checks of an opened keyring file (its
+/// `fstat`); its length is checked against the caller's limit by
+/// [`open_protected`].
 fn check_file(
     path: &Path,
     meta: &Metadata,
@@ -365,12 +367,6 @@ fn check_file(
         return Err(KeyringLoadError::NotAKeyringFile {
             path: path.to_path_buf(),
             what: "not a regular file",
-        });
-    }
-    if meta.len() > MAX_KEYRING_FILE_LEN {
-        return Err(KeyringLoadError::NotAKeyringFile {
-            path: path.to_path_buf(),
-            what: "larger than 1 MiB; not a keyring",
         });
     }
     if !trusted_owner(meta.uid(), uid) {
@@ -397,7 +393,9 @@ fn check_file(
 /// the resolved file up to `/`, and the directory that is watched (the
 /// path's own parent, where a Kubernetes `..data` symlink or an editor's
 /// rename replaces it) with its ancestors. `opened` is the opened file's
-/// `fstat`: the resolved path must still lead to it.
+/// `fstat`: a resolved path that no longer leads to it is
+/// [`PathCheck::Replaced`], and its directories are not checked (they may
+/// not be the opened file's).
 fn check_directories(
     path: &Path,
     opened: &Metadata,
