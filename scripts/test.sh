@@ -88,7 +88,21 @@ bg_cleanup() {
     local pid
     for pid in "${bg_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
 }
-trap bg_cleanup EXIT
+# On a failure, the last lines of the log say which step failed and how, so
+# that a CI log cut to its end still names it (a step that died of a signal
+# printed nothing of its own before).
+on_exit() {
+    local status=$?
+    bg_cleanup
+    if [ "$status" -ne 0 ] && [ -n "$step_name" ]; then
+        local took=$((SECONDS - step_started)) how="exit $status"
+        [ "$status" -gt 128 ] && how="$how (signal $((status - 128)): $(kill -l $((status - 128)) 2>/dev/null || echo '?'))"
+        printf '\ntest.sh: FAILED in step "%s", %s, %dm %02ds into the step, %dm %02ds into the run\n' \
+            "$step_name" "$how" $((took / 60)) $((took % 60)) $((SECONDS / 60)) $((SECONDS % 60)) >&2
+    fi
+    return "$status"
+}
+trap on_exit EXIT
 report_timings() {
     step "(end)"
     step_name=""

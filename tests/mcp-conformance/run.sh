@@ -87,7 +87,11 @@ start_server() {
   shift 4
   local port
   port=$(free_port)
+  # Both files exist before the server starts: the loop below reads the
+  # output at once, and a background job opens its redirections only when it
+  # runs (under set -e and pipefail a missing file would end this script).
   : >"$run/$name.log"
+  : >"$run/$name.out"
   local envs=("REQSTATE_KEYS=$(cat "$keys")" "PORT=$port" "REQSTATE_TTL_SECONDS=$ttl")
   [ -z "$leeway" ] || envs+=("REQSTATE_CLOCK_LEEWAY_SECONDS=$leeway")
   env -u REQSTATE_CLOCK_LEEWAY_SECONDS "${envs[@]}" setsid "$@" >"$run/$name.out" 2>"$run/$name.log" &

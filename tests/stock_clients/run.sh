@@ -119,8 +119,17 @@ fi
 # mode guards it), and loopback TCP with a bearer token ---------------------
 work="$(mktemp -d "${TMPDIR:-/tmp}/reqstate-stock-XXXXXX")"
 pids=()
+# Every command here may fail without stopping the cleanup (set -e applies in
+# a trap too): a sidecar stopped by SIGTERM makes `wait` return 143, which
+# used to end the trap early, leave $work behind and replace the script's own
+# exit status with 143.
 cleanup() {
-  for pid in "${pids[@]-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
+  local pid
+  for pid in "${pids[@]-}"; do
+    [ -n "$pid" ] || continue
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -132,6 +141,11 @@ if [ "$needs_sidecars" = 1 ]; then
   bearer="stock-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
   printf '%s\n' "$bearer" >"$work/token"
   chmod 600 "$work/token"
+  # The logs exist before the sidecars start: the loop below reads them at
+  # once, and a background job opens its redirection only when it runs (a
+  # missing file made sed fail, which set -e turned into an exit).
+  : >"$work/unix.log"
+  : >"$work/tcp.log"
   "$REQSTATE_BIN" serve --dev --listen "unix:$socket" >"$work/unix.log" 2>&1 &
   pids+=($!)
   "$REQSTATE_BIN" serve --dev --listen tcp:127.0.0.1:0 --auth-token-file "$work/token" >"$work/tcp.log" 2>&1 &
