@@ -48,9 +48,11 @@ export { Tagged, decodeValue, encodeValue, MAX_STATE_DEPTH } from './cbor.js';
 export { CALL_CONTEXT_LABEL, InvalidArgumentsError, MAX_ARGUMENTS_DEPTH, callContext, canonicalJson, type ArgumentsRule, type CallContextParts } from './callcontext.js';
 export {
   createRequestStateCodec,
+  logName,
   mcpCallOf,
   stepFromInputResponses,
   stepOfInputRequests,
+  type McpAuthInfoLike,
   type McpCall,
   type McpContextLike,
   type McpInputRequiredResult,

@@ -31,7 +31,19 @@ export interface McpContextLike {
     /** Keys whose answers the SDK dropped as malformed: unanswered. */
     droppedInputResponseKeys?: string[];
   };
-  http?: { authInfo?: { clientId?: string } };
+  /** The SDK's `ctx.http`: `authInfo` is what the server's token verifier returned (absent: no authentication). */
+  http?: { authInfo?: McpAuthInfoLike };
+}
+
+/**
+ * The part of the SDK's `AuthInfo` the default principal reads. The SDK has
+ * no issuer or subject fields, so they are read from `extra` under the JWT
+ * claim names `iss` and `sub`, which the server's token verifier puts there.
+ */
+export interface McpAuthInfoLike {
+  /** The OAuth client the access token was issued to. */
+  clientId?: string;
+  extra?: Record<string, unknown>;
 }
 
 /** The request a token is bound to: the tool (or prompt, resource) and its arguments. */
@@ -51,7 +63,11 @@ export interface McpRefusal {
   message: string;
   /** `tools/call`, `prompts/get` or `resources/read`. */
   method: string;
-  /** The tool or prompt name, or the resource URI, as called ("" when the codec did not see the call). */
+  /**
+   * The tool or prompt name, or the resource URI, exactly as the client sent
+   * it ("" when the codec did not see the call): raw, so quote it (as
+   * {@link logName} does) before writing it into a log line.
+   */
   tool: string;
 }
 
@@ -77,9 +93,23 @@ export interface McpRequestStateCodecOptions<T> extends Omit<CodecOptions, 'keyr
    * function of the context). With `bind`, the codec reads the call itself.
    */
   call?: McpCall | ((ctx: McpContextLike | undefined) => McpCall | undefined);
-  /** The authenticated principal; default `ctx.http.authInfo.clientId`, else "anonymous". */
-  principal?: (ctx: McpContextLike | undefined) => string;
-  /** Who the server is (bound into the context); default "". */
+  /**
+   * The caller a round is bound to (docs/MCP.md, "The caller a round is bound
+   * to"). Default: `[clientId, iss, sub]` of `ctx.http.authInfo` (`iss` and
+   * `sub` from `authInfo.extra`), `null` without authentication; an
+   * authenticated call whose token names no subject is refused. A function
+   * given here chooses instead: its string is bound as a JSON string, so it
+   * never equals a default principal; `null` or `undefined` means no
+   * authenticated caller.
+   */
+  principal?: (ctx: McpContextLike | undefined) => string | null | undefined;
+  /**
+   * Who the server is (bound into the context), so that services sharing a
+   * keyring refuse each other's rounds. Default: the name of the server
+   * `bind` is given (its implementation info, as the Python drop-in defaults
+   * to the server's name); `bind` throws when that server has none. A codec
+   * used without `bind` (the `call` option) and no `audience` binds `""`.
+   */
   audience?: string;
   /**
    * For `mint(payload)`: the step a payload is for; default: its string
@@ -212,11 +242,112 @@ export function mcpCallOf(message: unknown): McpCall | undefined {
   return undefined;
 }
 
-const defaultPrincipal = (ctx: McpContextLike | undefined) => ctx?.http?.authInfo?.clientId ?? 'anonymous';
+/**
+ * Compact JSON of strings, `null` and arrays of them, exactly Python's
+ * `json.dumps(value, separators=(",", ":"))`: both drop-ins must give one
+ * caller the same principal bytes, so every UTF-16 unit from U+007F up is
+ * written as `\u` + 4 lowercase hex digits (ensure_ascii), which
+ * `JSON.stringify` leaves as itself.
+ */
+function pythonCompactJson(value: string | null | readonly (string | null)[]): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** What to do when the default principal cannot bind this call's caller. */
+const CHOOSE_PRINCIPAL =
+  'or pass `principal: (ctx) => ...` to createRequestStateCodec to choose what to bind (e.g. `(ctx) => ctx?.http?.authInfo?.clientId`, knowingly making every user of one client one caller)';
+
+/**
+ * The default principal (docs/MCP.md, "The caller a round is bound to"; the
+ * same bytes as the Python drop-in, tests/vectors/mcp_principals.json):
+ * `null` without authentication, else `[clientId, issuer, subject]`. A
+ * client id names an application, not a user, so a token naming no subject
+ * is refused rather than bound to the client alone.
+ */
+function defaultPrincipal(ctx: McpContextLike | undefined): string {
+  const auth = ctx?.http?.authInfo;
+  if (auth === undefined || auth === null) return 'null';
+  if (typeof auth !== 'object') throw new ReqstateError('invalid_argument', 'ctx.http.authInfo is not an object (the SDK\'s AuthInfo from the token verifier)');
+  const clientId = auth.clientId;
+  if (typeof clientId !== 'string') {
+    throw new ReqstateError('invalid_argument', `ctx.http.authInfo.clientId is ${kindOf(clientId)}, not a string: have the token verifier return the SDK's AuthInfo, ${CHOOSE_PRINCIPAL}`);
+  }
+  const extra = auth.extra;
+  const claim = (name: 'iss' | 'sub'): string | null => {
+    const v = extra !== null && typeof extra === 'object' ? extra[name] : undefined;
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'string') {
+      throw new ReqstateError('invalid_argument', `ctx.http.authInfo.extra.${name} is ${kindOf(v)}, not a string: have the token verifier put the token's \`${name}\` claim there as it is, ${CHOOSE_PRINCIPAL}`);
+    }
+    return v;
+  };
+  const issuer = claim('iss');
+  const subject = claim('sub');
+  if (subject === null) {
+    throw new ReqstateError(
+      'invalid_argument',
+      'the access token of this call names no subject (ctx.http.authInfo.extra.sub), so the round would be bound to the OAuth client, which every user of that client shares: ' +
+        `have the token verifier put the token's \`sub\` (and \`iss\`) claims in authInfo.extra, ${CHOOSE_PRINCIPAL}`,
+    );
+  }
+  return pythonCompactJson([clientId, issuer, subject]);
+}
+
+/** A custom principal function's answer as the principal: a JSON string, or `null` for no authenticated caller. */
+function customPrincipal(returned: unknown): string {
+  if (returned === undefined || returned === null) return 'null';
+  if (typeof returned !== 'string') throw new ReqstateError('invalid_argument', `the principal function returned ${kindOf(returned)}: return a string, or null for no authenticated caller`);
+  return pythonCompactJson(returned);
+}
+
+function kindOf(v: unknown): string {
+  if (v === null) return 'null';
+  if (v === undefined) return 'absent';
+  return Array.isArray(v) ? 'an array' : `a ${typeof v}`;
+}
+
+/** Longest part of a client-supplied name a refusal quotes, in code points (tests/vectors/mcp_log_names.json). */
+const MAX_QUOTED_NAME = 64;
+
+/**
+ * A client-supplied name (a tool, a prompt, a resource URI) as a refusal's
+ * message writes it (docs/MCP.md, "Refusals"; tests/vectors/mcp_log_names.json,
+ * the same in the Python drop-in): its first 64 code points in double
+ * quotes, `"` and `\` escaped with a backslash, printable ASCII as itself,
+ * everything else as `\u` + 4 lowercase hex digits per UTF-16 unit; a longer
+ * name is followed by `...(N characters)`. The result is printable ASCII, so
+ * a name can neither break a log line nor reach a terminal as an escape.
+ */
+export function logName(name: string): string {
+  let out = '"';
+  let length = 0;
+  for (const c of name) {
+    length++;
+    if (length > MAX_QUOTED_NAME) continue;
+    if (c === '"' || c === '\\') out += `\\${c}`;
+    else if (c.length === 1 && c >= ' ' && c <= '~') out += c;
+    else for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  }
+  out += '"';
+  return length > MAX_QUOTED_NAME ? `${out}...(${length} characters)` : out;
+}
+
+/**
+ * Text that reaches a refusal's message from elsewhere (a reason's detail,
+ * which may name a path through the client's arguments): printable ASCII
+ * only and bounded, for the same reason as {@link logName}.
+ */
+const MAX_DETAIL = 1024;
+function printable(text: string): string {
+  const escaped = text.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return escaped.length > MAX_DETAIL ? `${escaped.slice(0, MAX_DETAIL)}...(cut)` : escaped;
+}
 
 /** A call the codec recorded from the wire. */
 interface SeenCall extends McpCall {
   method: string;
+  /** The audience of the bound server that received it. */
+  audience?: string;
 }
 
 /** What the verify of a round left for `unanswered(ctx)`. */
@@ -236,7 +367,16 @@ interface LowLevelServer {
   transport?: unknown;
   _requestStateVerify?: unknown;
   _verifyRequestState?: unknown;
+  /** The implementation info the server was created with (`new Server({ name, version }, …)`). */
+  _serverInfo?: unknown;
   [BOUND]?: unknown;
+}
+
+/** The name a bound server is known by: its implementation info's `name`, the default audience. */
+function serverNameOf(low: LowLevelServer): string | undefined {
+  const info = low._serverInfo as { name?: unknown } | null | undefined;
+  const name = info !== null && typeof info === 'object' ? info.name : undefined;
+  return typeof name === 'string' && name !== '' && isWellFormed(name) ? name : undefined;
 }
 
 /** The low-level `Server` of an `McpServer` (its `.server`) or of a `Server`; a clear error for anything else. */
@@ -335,8 +475,12 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
   }
   const incomplete = options.incomplete ?? 'ask-again';
   if (incomplete !== 'ask-again' && incomplete !== 'refuse') throw new ReqstateError('invalid_argument', "incomplete must be 'ask-again' or 'refuse'");
-  const principalOf = options.principal ?? defaultPrincipal;
-  const audience = options.audience ?? '';
+  const custom = options.principal;
+  const principalOf = custom === undefined ? defaultPrincipal : (ctx: McpContextLike | undefined) => customPrincipal(custom(ctx));
+  if (options.audience !== undefined && (typeof options.audience !== 'string' || !isWellFormed(options.audience))) {
+    throw new ReqstateError('invalid_argument', 'audience must be a string of UTF-8 text (the name of this service)');
+  }
+  const unboundAudience = options.audience ?? '';
   const leeway = codec.policy.clockLeeway;
 
   // The call of each request a bound server is serving, by the request's signal.
@@ -367,7 +511,7 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
   const bindingOf = (call: SeenCall, ctx: McpContextLike) => {
     const context = callContext({
       principal: principalOf(ctx),
-      audience,
+      audience: call.audience ?? unboundAudience,
       method: call.method,
       argumentsJson: call.argumentsJson,
       arguments: call.argumentsJson === undefined ? (call.arguments ?? {}) : undefined,
@@ -430,6 +574,13 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
         throw new Error('bind: this server already has a requestState.verify hook of its own; refusing to replace someone else\'s verifier');
       }
       if (low.transport !== undefined) throw new Error('bind: the server is already connected; bind it before connect()');
+      const audience = options.audience ?? serverNameOf(low);
+      if (audience === undefined) {
+        throw new Error(
+          'bind: the server has no name to bind its rounds to (its implementation info, `new McpServer({ name, version }, …)`, names none); ' +
+            'pass `audience` (the name of this service) to createRequestStateCodec, so that services sharing a keyring refuse each other\'s rounds',
+        );
+      }
       const pending = new Map<unknown, SeenCall>();
       const buildContext = low.buildContext;
       const connect = low.connect;
@@ -439,7 +590,7 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
         const req = ctx?.mcpReq;
         const seen = req === undefined ? undefined : pending.get(req.id);
         const signal = signalOf(ctx);
-        if (seen && signal && seen.method === req?.method) calls.set(signal, seen);
+        if (seen && signal && seen.method === req?.method) calls.set(signal, { ...seen, audience });
         return ctx;
       };
       low.connect = async function (this: unknown, ...args: unknown[]) {
@@ -539,7 +690,7 @@ function missingKeys(asked: string[], r: Record<string, unknown>): string[] {
 
 /** The operator's text for a refusal (after its reason's name). */
 function explain(e: ReqstateError, method: string, tool: string, leeway: number): string {
-  const what = tool ? `${method} "${tool}"` : method || 'this request';
+  const what = tool ? `${method} ${logName(tool)}` : method || 'this request';
   switch (e.reason) {
     case 'authentication_failed':
       return `the token does not verify for ${what} as called (its tool, arguments, method, principal or audience differ from the minting call, or it was altered)`;
@@ -552,9 +703,9 @@ function explain(e: ReqstateError, method: string, tool: string, leeway: number)
         ? `the token for ${what} asked for other input than this request answers`
         : `the token for ${what} is for another step`;
     case 'unknown_key':
-      return `the token's key is not in this keyring (${e.detail ?? 'unknown'}): minted under another keyring, or a key removed too early`;
+      return `the token's key is not in this keyring (${printable(e.detail ?? 'unknown')}): minted under another keyring, or a key removed too early`;
     default:
-      return e.detail ?? e.message;
+      return printable(e.detail ?? e.message);
   }
 }
 

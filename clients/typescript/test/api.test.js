@@ -183,7 +183,7 @@ describe('policy, minting and verification', () => {
 
 describe('MCP SDK drop-in (createRequestStateCodec)', () => {
   const keyring = Keyring.parse(`1:primary:${secret(1)}`);
-  const ctx = (inputResponses) => ({ mcpReq: { method: 'tools/call', inputResponses }, http: { authInfo: { clientId: 'user-42' } } });
+  const ctx = (inputResponses) => ({ mcpReq: { method: 'tools/call', inputResponses }, http: { authInfo: { clientId: 'app-1', extra: { sub: 'user-42' } } } });
   const call = { tool: 'increase-counter', arguments: { current: 10 } };
 
   test('binds the tool, the step, the principal, the method and the arguments', async () => {
@@ -191,7 +191,7 @@ describe('MCP SDK drop-in (createRequestStateCodec)', () => {
     const state = await codec.mint({ step: 'amount', current: 10 }, ctx());
     assert.deepEqual(await codec.verify(state, ctx({ amount: {} })), { step: 'amount', current: 10 });
     // The step is carried as the claim, not in the state.
-    assert.equal(new Codec({ keyring }).verify(state, { tool: 'increase-counter', context: callContext({ principal: 'user-42', audience: 'counter', method: 'tools/call', arguments: { current: 10 } }) }).step, 'amount');
+    assert.equal(new Codec({ keyring }).verify(state, { tool: 'increase-counter', context: callContext({ principal: '["app-1",null,"user-42"]', audience: 'counter', method: 'tools/call', arguments: { current: 10 } }) }).step, 'amount');
     await assert.rejects(codec.verify(state, ctx({ confirm: {} })), reason('wrong_step'));
     const other = (over) => createRequestStateCodec({ keyring, audience: 'counter', call: () => ({ ...call, ...over.call }), principal: over.principal });
     await assert.rejects(other({ call: { tool: 'decrease-counter' } }).verify(state, ctx()), reason('authentication_failed'));

@@ -63,12 +63,12 @@ function mcpServer(env, { low = false } = {}) {
   return env.rs.bind(server);
 }
 
-/** A client of a createMcpHandler served in process (Fetch API), as `user` (Authorization: Bearer) or anonymous. */
+/** A client of a createMcpHandler served in process (Fetch API), as `user` (the token's subject, of one OAuth client) or unauthenticated. */
 async function httpClient(env, { low = false, user } = {}) {
   const handler = createMcpHandler(() => mcpServer(env, { low }), { legacy: 'reject' });
   const fetch = (url, init) => {
     const req = new Request(url, init);
-    return handler.fetch(req, user ? { authInfo: { token: user, clientId: user, scopes: [] } } : undefined);
+    return handler.fetch(req, user ? { authInfo: { token: user, clientId: 'test-client', scopes: [], extra: { sub: user } } } : undefined);
   };
   const mcp = new Client(
     { name: 't', version: '0' },
@@ -89,7 +89,8 @@ const wireError = async (promise) => {
 };
 const flip = (token, i) => token.slice(0, i) + (token[i] === 'A' ? 'B' : 'A') + token.slice(i + 1);
 const plain = new Codec({ keyring: KEYS });
-const bound = (tool, args, principal = 'anonymous', method = 'tools/call') => ({ tool, context: callContext({ principal, audience: 'test', method, arguments: args }) });
+// An unauthenticated call binds the principal `null` (docs/MCP.md, "The caller a round is bound to").
+const bound = (tool, args, principal = 'null', method = 'tools/call') => ({ tool, context: callContext({ principal, audience: 'test', method, arguments: args }) });
 
 describe('bind on McpServer and on Server, served by createMcpHandler', () => {
   for (const low of [false, true]) {
@@ -340,7 +341,7 @@ describe('the step of a round (docs/MCP.md)', () => {
     const ctx = (inputResponses) => ({ mcpReq: { method: 'tools/call', signal: new AbortController().signal, inputResponses } });
     const first = ctx();
     const { requestState } = await rs.inputRequired(first, { inputRequests: asked, state: 7 });
-    assert.match(plain.verify(requestState, { tool: 't', context: callContext({ principal: 'anonymous', audience: '', method: 'tools/call', arguments: {} }) }).step, /^sha256:[A-Za-z0-9_-]{43}$/);
+    assert.match(plain.verify(requestState, { tool: 't', context: callContext({ principal: 'null', audience: '', method: 'tools/call', arguments: {} }) }).step, /^sha256:[A-Za-z0-9_-]{43}$/);
     const all = ctx(Object.fromEntries(keys.map((k) => [k, yes])));
     assert.equal(await rs.verify(requestState, all), 7);
     assert.deepEqual(rs.unanswered(all), []);

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from mcp.server.request_state import AESGCMRequestStateCodec, _request_identity, compact_json
 
-from reqstate import Binding, Codec, Keyring, _native, call_context
+from reqstate import Binding, Codec, Keyring, call_context, call_context_from_text
 from reqstate.mcp import InProcessCodec
 
 HERE = Path(__file__).resolve().parent
@@ -81,11 +81,11 @@ def context_of_value() -> object:
 
 
 def context_of_text() -> object:
-    return call_context(*CALL, ARGUMENTS_TEXT)
+    return call_context_from_text(*CALL, ARGUMENTS_TEXT)
 
 
 def context_dumped() -> object:
-    return _native.call_context(*CALL, ARGUMENTS_JSON.encode(ARGS))
+    return call_context_from_text(*CALL, ARGUMENTS_JSON.encode(ARGS))
 
 
 def binding_for_call() -> object:
@@ -192,7 +192,7 @@ def main() -> None:
                 bench.add("SDK envelope, seal + unseal", f"{name} ({len(sealed)} chars)", seal_and_unseal, n)
 
             bench.add("call context alone", "call_context(principal, audience, method, dict)", context_of_value, args.n)
-            bench.add("call context alone", "call_context(principal, audience, method, JSON text)", context_of_text,
+            bench.add("call context alone", "call_context_from_text(principal, audience, method, JSON text)", context_of_text,
                       args.n)  # fmt: skip
             bench.add("call context alone", "json.dumps, then call_context on its text (before)", context_dumped,
                       args.n)  # fmt: skip
@@ -217,7 +217,7 @@ def main() -> None:
                     return c.verify(c.mint(b, STEP, STATE, ttl=TTL).token, b, expected_step=STEP)
 
                 def with_dumped_context(c: Codec = codec) -> object:
-                    b = Binding(TOOL, _native.call_context(*CALL, ARGUMENTS_JSON.encode(ARGS)))
+                    b = Binding(TOOL, call_context_from_text(*CALL, ARGUMENTS_JSON.encode(ARGS)))
                     return c.verify(c.mint(b, STEP, STATE, ttl=TTL).token, b, expected_step=STEP)
 
                 def mint(c: Codec = codec, b: Binding = binding) -> object:

@@ -44,8 +44,8 @@ impl PyBinding {
     }
 
     /// The binding of one MCP call in one native call: the tool, and the
-    /// call context of the principal, audience, method and arguments (JSON
-    /// text or the parsed value), as `Binding(tool, call_context(principal,
+    /// call context of the principal, audience, method and arguments (the
+    /// parsed value: a `str` is a JSON string), as `Binding(tool, call_context(principal,
     /// audience, method, arguments))` builds it, without the context's
     /// `bytes` in between. Raises `InvalidArgument` as both do.
     #[staticmethod]

@@ -4,9 +4,12 @@
 //! `reqstate_client` uses them too, so that every Python caller binds
 //! tokens exactly as the core does.
 //!
-//! Arguments are the JSON text as received (a `str`) or the parsed value
-//! (`dict`, `list`, `tuple`, `str`, `int`, `float`, `bool`, `None`). A value
-//! is walked here, in Rust, into compact JSON text (`json_text`: no Python
+//! `call_context` and `canonical_json` take the parsed value (`dict`,
+//! `list`, `tuple`, `str`, `int`, `float`, `bool`, `None`; a `str` is a JSON
+//! string, as the TypeScript `callContext({arguments})` binds it), and
+//! `call_context_from_text` and `canonical_json_from_text` the JSON text as
+//! received: one meaning per function, so that no value is ever read as
+//! text by accident. A value is walked here, in Rust, into compact JSON text (`json_text`: no Python
 //! string is made, no `json.dumps`), which the core then reads and
 //! canonicalizes exactly as it reads any JSON text: the same bytes, and the
 //! same refusals, as printing the value with `json.dumps` first (which is
@@ -269,11 +272,26 @@ fn json_int(i: &Bound<'_, PyInt>, out: &mut String) -> Result<(), Unfit> {
     Ok(())
 }
 
-/// The arguments' JSON text: a `str` as it is, or the text of a parsed
-/// value (`json_text`). A `str` holding a lone surrogate has no UTF-8 form:
-/// the `lone_surrogate` rule, as for an escaped one.
-fn arguments_text<'a>(py: Python<'_>, arguments: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, str>> {
-    if let Ok(text) = arguments.cast::<PyString>() {
+/// The JSON text of parsed arguments (`json_text`). A `str` is a JSON
+/// string value like any other, never read as JSON text: the TypeScript
+/// drop-in binds `arguments: "{\"n\":1}"` as that string, and two
+/// languages serving one tool must give one call one context. Text goes
+/// through the `_from_text` functions, named as such.
+fn value_text(py: Python<'_>, arguments: &Bound<'_, PyAny>) -> PyResult<String> {
+    let mut text = String::with_capacity(64);
+    json_text(arguments, 0, &mut text).map_err(|e| e.into_err(py))?;
+    Ok(text)
+}
+
+/// The arguments' JSON text as received: a `str`, or `bytes`/`bytearray`
+/// of UTF-8. A `str` holding a lone surrogate, or bytes that are not UTF-8,
+/// have no UTF-8 text: `lone_surrogate` and `not_json`, as the core names
+/// those.
+fn received_text<'a>(
+    py: Python<'_>,
+    arguments_json: &'a Bound<'_, PyAny>,
+) -> PyResult<Cow<'a, str>> {
+    if let Ok(text) = arguments_json.cast::<PyString>() {
         return text.to_cow().map_err(|_| {
             refused(
                 py,
@@ -282,26 +300,44 @@ fn arguments_text<'a>(py: Python<'_>, arguments: &'a Bound<'_, PyAny>) -> PyResu
             )
         });
     }
-    let mut text = String::with_capacity(64);
-    json_text(arguments, 0, &mut text).map_err(|e| e.into_err(py))?;
-    Ok(Cow::Owned(text))
+    let not_utf8 = || {
+        refused(
+            py,
+            "invalid argument: the arguments' JSON text is not valid UTF-8",
+            Some("not_json"),
+        )
+    };
+    if let Ok(b) = arguments_json.cast::<PyBytes>() {
+        return std::str::from_utf8(b.as_bytes())
+            .map(|s| Cow::Owned(s.to_owned()))
+            .map_err(|_| not_utf8());
+    }
+    if let Ok(b) = arguments_json.cast::<pyo3::types::PyByteArray>() {
+        return String::from_utf8(b.to_vec())
+            .map(Cow::Owned)
+            .map_err(|_| not_utf8());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "arguments_json must be the JSON text (str, bytes or bytearray), not {}; pass a parsed value to call_context",
+        type_name(arguments_json)
+    )))
 }
 
 /// The call context of one MCP call (FORMAT.md §7): 32 bytes binding a
 /// token to the principal, the audience (this server), the method and the
 /// exact arguments, digested in their RFC 8785 (JCS) form.
 ///
-/// `arguments` is the arguments' JSON text as received (`str`; preferred:
-/// duplicate keys and inexact numbers in it are refused) or the parsed
-/// value (`dict` with `str` keys, `list`, `tuple`, `str`, `int`, `float`,
-/// `bool`, `None`), read in Rust without printing it in Python: the same
-/// context as its `json.dumps` text. Raises `InvalidArgument` (reason
-/// `invalid_argument`) for arguments JCS cannot represent exactly, its
-/// `rule` naming the rule broken: `not_json` (text that is not JSON; a
+/// `arguments` is the parsed value (`dict` with `str` keys, `list`,
+/// `tuple`, `str`, `int`, `float`, `bool`, `None`), read in Rust without
+/// printing it in Python: the same context as its `json.dumps` text. A
+/// `str` is a JSON string (`"{\"n\":1}"` is that string, not an object);
+/// for the JSON text as received use `call_context_from_text`. Raises
+/// `InvalidArgument` (reason `invalid_argument`) for arguments JCS cannot
+/// represent exactly, its `rule` naming the rule broken: `not_json` (a
 /// value of another type, or a dict key that is not a `str`),
-/// `duplicate_key`, `inexact_number` (a number that is not exactly a
-/// double, such as `2**64`; a NaN or an infinity), `lone_surrogate`,
-/// `too_deep` (nesting deeper than `MAX_ARGUMENTS_DEPTH`, 128).
+/// `inexact_number` (a number that is not exactly a double, such as
+/// `2**64`; a NaN or an infinity), `lone_surrogate`, `too_deep` (nesting
+/// deeper than `MAX_ARGUMENTS_DEPTH`, 128).
 #[pyfunction]
 pub(crate) fn call_context<'py>(
     py: Python<'py>,
@@ -314,7 +350,26 @@ pub(crate) fn call_context<'py>(
     Ok(PyBytes::new(py, context.as_bytes()))
 }
 
-/// The core's call context of the arguments (`call_context`).
+/// The call context of one MCP call from the arguments' JSON text as
+/// received (`str`, or UTF-8 `bytes`/`bytearray`): preferred when you have
+/// the text, since only the text shows duplicate keys and how numbers were
+/// written. Raises `InvalidArgument` as `call_context` does, and also for
+/// text that is not one JSON value (`not_json`) or repeats a key
+/// (`duplicate_key`); `TypeError` for anything but text.
+#[pyfunction]
+pub(crate) fn call_context_from_text<'py>(
+    py: Python<'py>,
+    principal: &str,
+    audience: &str,
+    method: &str,
+    arguments_json: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let text = received_text(py, arguments_json)?;
+    let context = context_of_text(py, principal, audience, method, &text)?;
+    Ok(PyBytes::new(py, context.as_bytes()))
+}
+
+/// The core's call context of parsed arguments (`call_context`).
 pub(crate) fn context_of(
     py: Python<'_>,
     principal: &str,
@@ -322,22 +377,45 @@ pub(crate) fn context_of(
     method: &str,
     arguments: &Bound<'_, PyAny>,
 ) -> PyResult<reqstate::CallContext> {
-    let text = arguments_text(py, arguments)?;
+    let text = value_text(py, arguments)?;
+    context_of_text(py, principal, audience, method, &text)
+}
+
+fn context_of_text(
+    py: Python<'_>,
+    principal: &str,
+    audience: &str,
+    method: &str,
+    text: &str,
+) -> PyResult<reqstate::CallContext> {
     reqstate::call_context(&reqstate::Call {
         principal,
         audience,
         method,
-        arguments: reqstate::Arguments::Json(&text),
+        arguments: reqstate::Arguments::Json(text),
     })
     .map_err(|e| refused(py, &e.to_string(), rule(&e)))
 }
 
-/// The JCS (RFC 8785) text of one JSON value: JSON text (`str`) or a parsed
-/// value, as `call_context` takes them. Raises `InvalidArgument` for text
-/// that is not one JSON value and for what JCS cannot represent exactly,
-/// its `rule` naming the rule broken (see `call_context`).
+/// The JCS (RFC 8785) text of one parsed JSON value, as `call_context`
+/// takes it (a `str` is a JSON string). Raises `InvalidArgument` for what
+/// JCS cannot represent exactly, its `rule` naming the rule broken (see
+/// `call_context`).
 #[pyfunction]
 pub(crate) fn canonical_json(py: Python<'_>, arguments: &Bound<'_, PyAny>) -> PyResult<String> {
-    let text = arguments_text(py, arguments)?;
+    let text = value_text(py, arguments)?;
+    reqstate::canonical_json(&text).map_err(|e| refused(py, &e.to_string(), rule(&e)))
+}
+
+/// The JCS (RFC 8785) text of one JSON text (`str`, or UTF-8 `bytes` /
+/// `bytearray`), as `call_context_from_text` reads it. Raises
+/// `InvalidArgument` for text that is not one JSON value and for what JCS
+/// cannot represent exactly (see `call_context_from_text`).
+#[pyfunction]
+pub(crate) fn canonical_json_from_text(
+    py: Python<'_>,
+    arguments_json: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    let text = received_text(py, arguments_json)?;
     reqstate::canonical_json(&text).map_err(|e| refused(py, &e.to_string(), rule(&e)))
 }

@@ -17,7 +17,8 @@
 //! - `results`: `Minted`, `Verified`, `Sealed`, `Unsealed`.
 //! - `single_use`: `MemoryReplayStore`, `SpentRecord`, stores written in
 //!   Python, and a redemption's state decoded before it is recorded.
-//! - `context`: `call_context`, `canonical_json` (FORMAT.md §7, RFC 8785).
+//! - `context`: `call_context`, `canonical_json` of parsed values and their
+//!   `_from_text` forms of JSON text (FORMAT.md §7, RFC 8785).
 //! - `clock`: the system clock or the call's `now=`.
 //! - `cli`: the command line's state forms (docs/CLI.md), and the one JSON
 //!   -> CBOR mapping of a state for servers that hold JSON text
@@ -73,6 +74,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<single_use::PySpentRecord>()?;
     m.add_function(wrap_pyfunction!(context::call_context, m)?)?;
     m.add_function(wrap_pyfunction!(context::canonical_json, m)?)?;
+    m.add_function(wrap_pyfunction!(context::call_context_from_text, m)?)?;
+    m.add_function(wrap_pyfunction!(context::canonical_json_from_text, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_cli_state_from_json, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_cli_check_state_cbor, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_cli_state_json, m)?)?;

@@ -30,7 +30,9 @@ from reqstate import (
     SpentRecord,
     TokenRefused,
     call_context,
+    call_context_from_text,
     canonical_json,
+    canonical_json_from_text,
 )
 
 HMAC = "hmac-sha256"
@@ -811,30 +813,35 @@ def test_call_context_corpus() -> None:
     for case in corpus["cases"]:
         args = (case["principal"], case["audience"], case["method"], case["arguments_json"])
         if "context" in case:
-            assert call_context(*args).hex() == case["context"], case["name"]
-            assert canonical_json(case["arguments_json"]) == case["canonical"], case["name"]
+            assert call_context_from_text(*args).hex() == case["context"], case["name"]
+            assert canonical_json_from_text(case["arguments_json"]) == case["canonical"], case["name"]
         else:
             with pytest.raises(InvalidArgument) as refused:
-                call_context(*args)
+                call_context_from_text(*args)
             assert refused.value.reason == "invalid_argument", case["name"]
             # The rule broken, by the corpus's name for it (the sidecar
             # client's InvalidArgumentError.reason comes from here).
             assert refused.value.rule == case["reason"], case["name"]
             with pytest.raises(InvalidArgument) as refused:
-                canonical_json(case["arguments_json"])
+                canonical_json_from_text(case["arguments_json"])
             assert refused.value.rule == case["reason"], case["name"]
 
 
 def test_call_context_refuses_a_raw_lone_surrogate_by_its_rule() -> None:
     # A Python str can hold a surrogate that no escape produced: it has no
     # UTF-8 form, and is refused as the escaped one is, not UnicodeEncodeError.
-    for call in (lambda: canonical_json('{"s":"\ud800"}'), lambda: call_context("p", "a", "m", '{"s":"\ud800"}')):
+    for call in (
+        lambda: canonical_json_from_text('{"s":"\ud800"}'),
+        lambda: call_context_from_text("p", "a", "m", '{"s":"\ud800"}'),
+        lambda: call_context("p", "a", "m", {"s": "\ud800"}),
+        lambda: call_context("p", "a", "m", "\ud800"),
+    ):
         with pytest.raises(InvalidArgument) as refused:
             call()
         assert refused.value.rule == "lone_surrogate"
-    assert canonical_json("[" * reqstate.MAX_ARGUMENTS_DEPTH + "]" * reqstate.MAX_ARGUMENTS_DEPTH)
+    assert canonical_json_from_text("[" * reqstate.MAX_ARGUMENTS_DEPTH + "]" * reqstate.MAX_ARGUMENTS_DEPTH)
     with pytest.raises(InvalidArgument) as refused:
-        canonical_json("[" * (reqstate.MAX_ARGUMENTS_DEPTH + 1) + "]" * (reqstate.MAX_ARGUMENTS_DEPTH + 1))
+        canonical_json_from_text("[" * (reqstate.MAX_ARGUMENTS_DEPTH + 1) + "]" * (reqstate.MAX_ARGUMENTS_DEPTH + 1))
     assert refused.value.rule == "too_deep"
     # Other argument errors name no rule.
     with pytest.raises(InvalidArgument) as refused:
@@ -844,13 +851,19 @@ def test_call_context_refuses_a_raw_lone_surrogate_by_its_rule() -> None:
 
 def test_call_context_of_parsed_arguments() -> None:
     text = '{"current":10,"to":"bob"}'
-    assert call_context("p", "a", "tools/call", json.loads(text)) == call_context("p", "a", "tools/call", text)
+    assert call_context("p", "a", "tools/call", json.loads(text)) == call_context_from_text("p", "a", "tools/call", text)
+    assert call_context_from_text("p", "a", "tools/call", text.encode()) == call_context_from_text("p", "a", "tools/call", text)
     assert len(call_context("p", "a", "m", {})) == reqstate.CALL_CONTEXT_LEN == 32
     for bad in ({"x": float("nan")}, {"x": object()}, {"x": 2**64}, {"x": "\ud800"}):
         with pytest.raises(InvalidArgument):
             call_context("p", "a", "m", bad)
     with pytest.raises(InvalidArgument):
-        call_context("p", "a", "m", '{"to":"mallory","to":"bob"}')
+        call_context_from_text("p", "a", "m", '{"to":"mallory","to":"bob"}')
+    with pytest.raises(InvalidArgument) as refused:
+        call_context_from_text("p", "a", "m", b'{"a":"\xff"}')
+    assert refused.value.rule == "not_json"
+    with pytest.raises(TypeError, match="arguments_json must be the JSON text"):
+        call_context_from_text("p", "a", "m", {"n": 1})  # type: ignore[arg-type]
 
 
 def test_reasons_are_the_cores() -> None:

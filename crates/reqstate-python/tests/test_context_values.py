@@ -8,18 +8,30 @@ the edge cases of FORMAT.md §7."""
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import random
 import struct
+import subprocess
 from collections import OrderedDict
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO, need
 
 import reqstate
-from reqstate import Binding, Codec, InvalidArgument, Keyring, _native, call_context, canonical_json
+from reqstate import (
+    Binding,
+    Codec,
+    InvalidArgument,
+    Keyring,
+    call_context,
+    call_context_from_text,
+    canonical_json,
+    canonical_json_from_text,
+)
 
 VECTORS = Path(__file__).resolve().parents[3] / "tests" / "vectors"
 CALL = ("user-42", "counter-server", "tools/call")
@@ -42,8 +54,8 @@ def assert_same_as_dumped(value: Any) -> None:
     """The value's context and JCS text are those of its `json.dumps` text,
     or both are refused for the same rule."""
     text = dumped(value)
-    assert outcome(lambda: call_context(*CALL, value)) == outcome(lambda: _native.call_context(*CALL, text)), text
-    assert outcome(lambda: canonical_json(value)) == outcome(lambda: canonical_json(text)), text
+    assert outcome(lambda: call_context(*CALL, value)) == outcome(lambda: call_context_from_text(*CALL, text)), text
+    assert outcome(lambda: canonical_json(value)) == outcome(lambda: canonical_json_from_text(text)), text
 
 
 def rule_of(value: Any) -> tuple[str | None, str]:
@@ -71,8 +83,6 @@ def test_the_corpus_parsed_gives_the_corpus_contexts() -> None:
             value = strict_loads(case["arguments_json"])
         except (ValueError, RecursionError):
             continue  # not JSON for Python either
-        if isinstance(value, str):
-            continue  # a str is the arguments' JSON text, not a value
         args = (case["principal"], case["audience"], case["method"])
         if "context" in case:
             # json.loads keeps integers exact and rounds a literal to the
@@ -89,7 +99,7 @@ def test_the_corpus_parsed_gives_the_corpus_contexts() -> None:
             assert rule_of(value)[0] == "inexact_number", case["name"]
             continue
         assert outcome(lambda: call_context(*args, value)) == outcome(
-            lambda: _native.call_context(*args, text)  # noqa: B023
+            lambda: call_context_from_text(*args, text)  # noqa: B023
         ), case["name"]
     assert checked > 40
 
@@ -103,8 +113,8 @@ def test_random_doubles_as_json_dumps_prints_them() -> None:
             values.append(x)
     values += [rng.uniform(-1e6, 1e6) for _ in range(5000)] + [rng.random() / 10**rng.randint(0, 30) for _ in range(5000)]
     texts = canonical_json(values)
-    assert texts == canonical_json(dumped(values))
-    assert call_context(*CALL, values) == _native.call_context(*CALL, dumped(values))
+    assert texts == canonical_json_from_text(dumped(values))
+    assert call_context(*CALL, values) == call_context_from_text(*CALL, dumped(values))
 
 
 @pytest.mark.parametrize(
@@ -190,19 +200,19 @@ def test_other_types_are_refused_naming_type_and_path(value: Any) -> None:
 
 def test_surrogates() -> None:
     # A real astral character: the same context as the text with its escaped pair.
-    assert call_context(*CALL, {"s": "\U0001f600"}) == call_context(*CALL, '{"s":"\\ud83d\\ude00"}')
+    assert call_context(*CALL, {"s": "\U0001f600"}) == call_context_from_text(*CALL, '{"s":"\\ud83d\\ude00"}')
     assert canonical_json({"s": "\U0001f600"}) == '{"s":"\U0001f600"}'
     # Surrogates in a str are not a character, even as a pair, nor in a key.
     for value in ({"s": "\ud83d\ude00"}, {"s": "a\ud800"}, {"s": "\udc00"}, {"\ud800": 1}, ["\ud800"]):
         assert rule_of(value)[0] == "lone_surrogate"
-        assert outcome(lambda: canonical_json(dumped(value)))[1] == "lone_surrogate"  # noqa: B023
+        assert outcome(lambda: canonical_json_from_text(dumped(value)))[1] == "lone_surrogate"  # noqa: B023
 
 
 def test_strings_are_escaped_as_jcs_escapes_them() -> None:
     tricky = "q\"b\\s/\b\f\n\r\t\x00\x1f\x7f\u2028\u00e9\U0001f600"
     value = {tricky: [tricky, "", "plain"]}
     assert_same_as_dumped(value)
-    assert canonical_json(value) == canonical_json(json.dumps(value))
+    assert canonical_json(value) == canonical_json_from_text(json.dumps(value))
     assert canonical_json(["\x1f"]) == '["\\u001f"]'
 
 
@@ -224,7 +234,7 @@ def test_nesting_limit_is_the_cores() -> None:
         return value
 
     assert_same_as_dumped(nested(limit))
-    assert call_context(*CALL, nested(limit)) == call_context(*CALL, dumped(nested(limit)))
+    assert call_context(*CALL, nested(limit)) == call_context_from_text(*CALL, dumped(nested(limit)))
     assert rule_of(nested(limit + 1))[0] == "too_deep"
     assert rule_of(nested(5000))[0] == "too_deep"  # json.dumps: RecursionError
     assert_same_as_dumped(nested(limit + 1))
@@ -270,11 +280,49 @@ def test_subclasses_print_as_json_dumps_prints_them() -> None:
     assert_same_as_dumped(value)
 
 
-def test_text_is_still_text() -> None:
-    # A str is the arguments' JSON text, never a JSON string value.
-    assert call_context(*CALL, '{"current":10}') == call_context(*CALL, {"current": 10})
+def format_context(principal: str, audience: str, method: str, jcs: str) -> bytes:
+    """docs/FORMAT.md §7 written out: the label, each part length-prefixed,
+    then SHA-256 of the arguments' JCS text."""
+
+    def lp(x: str) -> bytes:
+        data = x.encode("utf-8")
+        return len(data).to_bytes(4, "big") + data
+
+    args = hashlib.sha256(jcs.encode("utf-8")).digest()
+    return hashlib.sha256(b"reqstate/v1 call-context-jcs" + lp(principal) + lp(audience) + lp(method) + args).digest()
+
+
+def typescript_call_context(arguments: Any) -> bytes:
+    """@reqstate/codec's `callContext({..., arguments})` (clients/typescript/dist)."""
+    module = need(REPO / "clients" / "typescript" / "dist" / "index.js", "run clients/typescript/build.sh")
+    script = (
+        f"import({json.dumps(module.as_uri())}).then((m) => {{"
+        "const [principal, audience, method, args] = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "process.stdout.write(Buffer.from(m.callContext({principal, audience, method, arguments: args})).toString('hex'));"
+        "})"
+    )
+    node = subprocess.run(["node", "-e", script], input=json.dumps([*CALL, arguments]), capture_output=True, text=True)
+    assert node.returncode == 0, node.stderr
+    return bytes.fromhex(node.stdout)
+
+
+def test_a_str_is_a_json_string_never_json_text() -> None:
+    # Issue 37: a str was read as JSON text, so '{"n":1}' bound the context
+    # of the object {"n":1}, where the TypeScript drop-in binds the string.
+    text = '{"n":1}'
+    as_string = format_context(*CALL, '"{\\"n\\":1}"')
+    as_object = format_context(*CALL, text)
+    assert as_string != as_object
+    assert canonical_json(text) == '"{\\"n\\":1}"'
+    assert call_context(*CALL, text) == as_string
+    assert Binding.for_call("increase-counter", *CALL, text).context == as_string
+    assert call_context(*CALL, {"n": 1}) == as_object == call_context_from_text(*CALL, text)
+    assert typescript_call_context(text) == as_string
+    assert typescript_call_context({"n": 1}) == as_object
+    # Text that is not JSON is a string like any other; as text it is refused.
+    assert call_context(*CALL, "not json") == format_context(*CALL, '"not json"')
     with pytest.raises(InvalidArgument) as refused:
-        call_context(*CALL, "not json")
+        call_context_from_text(*CALL, "not json")
     assert refused.value.rule == "not_json"
 
 
@@ -282,8 +330,8 @@ def test_binding_for_call_is_binding_of_call_context() -> None:
     args = {"current": 10, "to": ["bob", 1.5, None, True]}
     bound = Binding.for_call("increase-counter", *CALL, args)
     assert bound.tool == "increase-counter"
-    assert bound.context == call_context(*CALL, args) == call_context(*CALL, dumped(args))
-    assert Binding.for_call("increase-counter", *CALL, dumped(args)).context == bound.context
+    assert bound.context == call_context(*CALL, args) == call_context_from_text(*CALL, dumped(args))
+    assert Binding.for_call("increase-counter", *CALL, dumped(args)).context != bound.context  # a JSON string
     codec = Codec(Keyring.ephemeral("hmac-sha256"))
     token = codec.mint(bound, "confirm", {"n": 1}, ttl=60).token
     assert codec.verify(token, Binding("increase-counter", bound.context), expected_step="confirm").state == {"n": 1}

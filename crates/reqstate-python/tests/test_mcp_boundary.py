@@ -29,7 +29,7 @@ from mcp.server.request_state import RequestStateBoundary as SDKBoundary
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ElicitResult, InputRequiredResult, TextContent
 
 import reqstate.mcp
-from reqstate import Binding, Codec, InvalidArgument, Keyring, TokenRefused, call_context
+from reqstate import Binding, Codec, InvalidArgument, Keyring, TokenRefused, call_context, call_context_from_text
 from reqstate.mcp import MAX_STEP_LEN, Refusal, RequestStateBoundary, step_of
 
 TOOL = "increase-counter"
@@ -180,7 +180,7 @@ def test_bound_mcpserver_increase_counter_to_15_with_compact_tokens(tmp_dir: Pat
             state = await first_state(client)
             # The binding is in the call context, not in the token: the
             # state, the step and the format's overhead (108 for XChaCha).
-            binding = Binding(TOOL, call_context("anonymous", NAME, "tools/call", ARGS))
+            binding = Binding(TOOL, call_context("null", NAME, "tools/call", ARGS))
             verified = Codec(keyring).verify(state, binding, expected_step='["amount"]')
             assert verified.state == json.dumps({"step": "amount"})
             assert len(state) <= 108 + len('["amount"]') + len(verified.state) - 10
@@ -231,7 +231,7 @@ def test_refusals_are_frozen_on_the_wire_and_explained_to_the_operator(
     lines = refusals.lines()
     assert len(lines) == 7  # six from the hooked server, one from the other
     assert lines[0] == (
-        f'reqstate refused tools/call {TOOL}: authentication_failed: the token does not verify for tools/call "{TOOL}" '
+        f'reqstate refused tools/call "{TOOL}": authentication_failed: the token does not verify for tools/call "{TOOL}" '
         "as called (its tool, arguments, method, principal or audience differ from the minting call, or it was altered)"
     )
     assert not any("mallory" in line or "current" in line or "amount" in line for line in lines)
@@ -249,7 +249,7 @@ def test_expired_state_is_refused_with_its_reason(tmp_dir: Path, caplog: pytest.
 
     run(go)
     assert [r.reason for r in refusals.hooked] == ["expired"]
-    assert refusals.lines()[0].startswith(f"reqstate refused tools/call {TOOL}: expired: ")
+    assert refusals.lines()[0].startswith(f'reqstate refused tools/call "{TOOL}": expired: ')
 
 
 def test_a_hook_that_raises_changes_nothing(tmp_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -359,7 +359,7 @@ def test_prompts_get_is_bound_too(tmp_dir: Path) -> None:
             first = await client.session.get_prompt("greet", allow_input_required=True)
             assert isinstance(first, InputRequiredResult) and first.request_state is not None
             state = first.request_state
-            binding = Binding("greet", call_context("anonymous", NAME, "prompts/get", {}))
+            binding = Binding("greet", call_context("null", NAME, "prompts/get", {}))
             assert Codec(keyring).verify(state, binding, expected_step='["who"]').state == "p"
             done = await client.session.get_prompt(
                 "greet", input_responses={"who": accept(confirm=True)}, request_state=state, allow_input_required=True
@@ -400,7 +400,7 @@ def test_bound_lowlevel_server(tmp_dir: Path) -> None:
     async def go() -> None:
         async with Client(server) as client:
             state = await first_state(client)
-            binding = Binding(TOOL, call_context("anonymous", "low-server", "tools/call", ARGS))
+            binding = Binding(TOOL, call_context("null", "low-server", "tools/call", ARGS))
             assert Codec(keyring).verify(state, binding, expected_step='["ok"]').state == "low"
             assert text_of(await call(client, state, {"ok": accept(confirm=True)})) == "state low"
             await refused(call(client, state[:-2], {"ok": accept(confirm=True)}))
@@ -464,7 +464,7 @@ def test_large_states_seal_with_a_keyring_and_fail_clearly_past_a_codecs_limit(
 
     run(go)
     assert any(
-        "could not mint tools/call increase-counter: too_large: the token would be" in r.getMessage()
+        'could not mint tools/call "increase-counter": too_large: the token would be' in r.getMessage()
         and "the limit is 8192" in r.getMessage()
         for r in caplog.records
     )
@@ -483,7 +483,7 @@ def test_tokens_from_the_boundary_verify_as_plain_reqstate_tokens(tmp_dir: Path)
 
     state: str = run(go)
     codec = Codec(keyring)
-    binding = Binding(TOOL, call_context("anonymous", NAME, "tools/call", '{"current":3}'))
+    binding = Binding(TOOL, call_context_from_text("null", NAME, "tools/call", '{"current":3}'))
     assert codec.verify(state, binding).step == '["amount"]'
     with pytest.raises(TokenRefused) as error:
         codec.verify(state, binding, expected_step='["confirm"]')
@@ -511,7 +511,7 @@ def test_a_hashed_step_is_complete_with_its_keys_and_unnamed_when_not(tmp_dir: P
     async def go() -> None:
         async with Client(server) as client:
             state = await first_state(client)
-            binding = Binding(TOOL, call_context("anonymous", NAME, "tools/call", ARGS))
+            binding = Binding(TOOL, call_context("null", NAME, "tools/call", ARGS))
             assert Codec(keyring).verify(state, binding).step == step_of(keys)
             assert step_of(keys).startswith("sha256:")
             partial = await call(client, state, {k: accept(confirm=True) for k in keys[1:]})
@@ -542,7 +542,7 @@ def test_resources_read_is_bound_to_its_uri(tmp_dir: Path) -> None:
             first = await client.session.read_resource("note://a", allow_input_required=True)
             assert isinstance(first, InputRequiredResult) and first.request_state is not None
             state = first.request_state
-            binding = Binding("note://a", call_context("anonymous", NAME, "resources/read", {}))
+            binding = Binding("note://a", call_context("null", NAME, "resources/read", {}))
             assert Codec(keyring).verify(state, binding, expected_step='["ok"]').state == "a"
             done = await client.session.read_resource(
                 "note://a", input_responses=ok, request_state=state, allow_input_required=True

@@ -121,5 +121,5 @@ def test_principal_and_arguments_are_bound_over_http(server: Running) -> None:
     while len(server.refusals()) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     lines = server.refusals()
-    assert lines == [f"reqstate refused tools/call {TOOL}: authentication_failed: " + lines[0].split(": ", 2)[2]] * 3
+    assert lines == [f'reqstate refused tools/call "{TOOL}": authentication_failed: ' + lines[0].split(": ", 2)[2]] * 3
     assert "alice" not in "".join(lines) and "mallory" not in "".join(lines)

@@ -347,3 +347,23 @@ def test_no_password_reaches_a_message_or_a_log(caplog: pytest.LogCaptureFixture
     for text in shown:
         assert PASSWORD not in text and ENCODED not in text and "a@ss" not in text and "'p'" not in text, text
     assert any("user:***@" in text for text in shown)
+
+
+def test_an_injected_now_near_expiry_does_not_shorten_the_record(redis_server: RedisServer) -> None:
+    """Issue 37: the lifetime came from `consume(..., now=)` while the clock
+    guard checked the store's clock; a `now` 599 s ahead, just before the
+    token's expiry, left a record of about 605 s for a token that verifies
+    for 1200 s more on every clock in the fleet. The lifetime is the store
+    clock's."""
+    codec = Codec(KEYRING)
+    minted = codec.mint(BINDING, "confirm", COUNTER, ttl=600, single_use=True)
+    store = RedisReplayStore(redis_server.url, prefix="injected-now:")
+    ahead = minted.expires_at - 1
+    assert codec.consume(minted.token, BINDING, store, now=ahead).state == COUNTER
+    (name,) = redis_server.admin.keys("injected-now:spent:v1:*")
+    pttl = redis_server.admin.pttl(name)
+    expected = record_lifetime_ms(minted.expires_at, int(time.time()), 2000)
+    assert expected - 5000 < pttl <= expected, (pttl, expected)
+    assert pttl > record_lifetime_ms(minted.expires_at, ahead, 2000) + 500_000
+    # The token stays spent wherever it still verifies.
+    assert reason(lambda: codec.consume(minted.token, BINDING, store)) == "replayed"

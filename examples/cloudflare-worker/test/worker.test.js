@@ -88,7 +88,7 @@ const confirmRound = (codec) => codec.inputRequired(CTX, { inputRequests: { conf
 const opened = (token, keys = KEYS.one) => {
   const v = new Codec({ keyring: Keyring.parse(keys) }).verify(token, {
     tool: 'increase-counter',
-    context: callContext({ principal: 'anonymous', audience: 'counter-worker', method: 'tools/call', arguments: ARGS }),
+    context: callContext({ principal: 'null', audience: 'counter-worker', method: 'tools/call', arguments: ARGS }),
   });
   return { step: v.step, state: v.state };
 };

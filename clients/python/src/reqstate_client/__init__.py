@@ -102,7 +102,7 @@ def canonical_json(arguments_json: str | bytes) -> str:
     ``1e400``, ``0.10000000000000001``), lone surrogates, nesting deeper than 128."""
     text = _arguments_text(arguments_json)
     try:
-        return reqstate.canonical_json(text)
+        return reqstate.canonical_json_from_text(text)
     except reqstate.InvalidArgument as error:
         raise _refused(error) from None
 
@@ -113,7 +113,7 @@ def call_context(principal: str, audience: str, method: str, arguments_json: str
     received; see `canonical_json` for what is refused (`InvalidArgumentError`)."""
     text = _arguments_text(arguments_json)
     try:
-        return reqstate.call_context(principal, audience, method, text)
+        return reqstate.call_context_from_text(principal, audience, method, text)
     except reqstate.InvalidArgument as error:
         raise _refused(error) from None
 

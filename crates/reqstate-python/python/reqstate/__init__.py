@@ -39,7 +39,9 @@ from ._native import (
     Unsealed,
     Verified,
     call_context,
+    call_context_from_text,
     canonical_json,
+    canonical_json_from_text,
     state_cbor_from_json,
     state_json_from_cbor,
 )
@@ -68,7 +70,9 @@ __all__ = [
     "Verified",
     "__version__",
     "call_context",
+    "call_context_from_text",
     "canonical_json",
+    "canonical_json_from_text",
     "state_cbor_from_json",
     "state_json_from_cbor",
 ]

@@ -73,7 +73,8 @@ class Binding:
     def for_call(tool: str, principal: str, audience: str, method: str, arguments: Any) -> Binding:
         """The binding of one MCP call in one native call: `Binding(tool,
         call_context(principal, audience, method, arguments))` without the
-        context's bytes in between. Raises `InvalidArgument` as both do."""
+        context's bytes in between (`arguments` a parsed value: a `str` is a
+        JSON string). Raises `InvalidArgument` as both do."""
     @property
     def tool(self) -> str: ...
     @property
@@ -225,23 +226,38 @@ def call_context(principal: str, audience: str, method: str, arguments: Any) -> 
     token to the principal, the audience (this server), the method and the
     exact arguments, digested in their RFC 8785 (JCS) form.
 
-    `arguments` is the arguments' JSON text as received (`str`; preferred:
-    duplicate keys and inexact numbers in it are refused) or the parsed
-    value (`dict` with `str` keys, `list`, `tuple`, `str`, `int`, `float`,
-    `bool`, `None`), read in Rust without printing it in Python: the same
-    context as its `json.dumps` text. Raises `InvalidArgument` (reason
-    `invalid_argument`) for arguments JCS cannot represent exactly, its
-    `rule` naming the rule broken: `not_json` (text that is not JSON; a
-    value of another type, or a dict key that is not a `str`),
-    `duplicate_key`, `inexact_number` (a number that is not exactly a
-    double, such as `2**64`; a NaN or an infinity), `lone_surrogate`,
-    `too_deep` (nesting deeper than `MAX_ARGUMENTS_DEPTH`, 128)."""
+    `arguments` is the parsed value (`dict` with `str` keys, `list`,
+    `tuple`, `str`, `int`, `float`, `bool`, `None`), read in Rust without
+    printing it in Python: the same context as its `json.dumps` text. A
+    `str` is a JSON string (`'{"n":1}'` is that string, as the TypeScript
+    `callContext({arguments})` binds it, not an object): for the JSON text
+    as received use `call_context_from_text`. Raises `InvalidArgument`
+    (reason `invalid_argument`) for arguments JCS cannot represent exactly,
+    its `rule` naming the rule broken: `not_json` (a value of another type,
+    or a dict key that is not a `str`), `inexact_number` (a number that is
+    not exactly a double, such as `2**64`; a NaN or an infinity),
+    `lone_surrogate`, `too_deep` (nesting deeper than `MAX_ARGUMENTS_DEPTH`,
+    128)."""
+
+def call_context_from_text(principal: str, audience: str, method: str, arguments_json: str | bytes | bytearray) -> bytes:
+    """`call_context` of the arguments' JSON text as received (`str`, or
+    UTF-8 `bytes`/`bytearray`; preferred when you have it: only the text
+    shows duplicate keys and how numbers were written). Raises
+    `InvalidArgument` as `call_context` does, and for text that is not one
+    JSON value (`not_json`) or repeats a key (`duplicate_key`); `TypeError`
+    for anything but text."""
 
 def canonical_json(arguments: Any) -> str:
-    """The JCS (RFC 8785) text of one JSON value: JSON text (`str`) or a
-    parsed value, as `call_context` takes them. Raises `InvalidArgument` for
-    text that is not one JSON value and for what JCS cannot represent
-    exactly, its `rule` naming the rule broken (see `call_context`)."""
+    """The JCS (RFC 8785) text of one parsed JSON value, as `call_context`
+    takes it (a `str` is a JSON string). Raises `InvalidArgument` for what
+    JCS cannot represent exactly, its `rule` naming the rule broken (see
+    `call_context`)."""
+
+def canonical_json_from_text(arguments_json: str | bytes | bytearray) -> str:
+    """The JCS (RFC 8785) text of one JSON text, as `call_context_from_text`
+    reads it. Raises `InvalidArgument` for text that is not one JSON value
+    and for what JCS cannot represent exactly."""
+
 def state_cbor_from_json(text: str) -> bytes:
     """The CBOR bytes of a state given as JSON text, by the one mapping of
     docs/CLI.md (the sidecar's `state_json`, `reqstate mint --state-json`):

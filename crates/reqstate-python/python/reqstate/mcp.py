@@ -64,13 +64,17 @@ import base64
 import hashlib
 import json
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NoReturn, TypeVar
 
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import principal_components
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.request_state import InvalidRequestState, authenticated_principal
+from mcp.server.request_state import InvalidRequestState
 from mcp.server.request_state import RequestStateBoundary as SDKRequestStateBoundary
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
@@ -86,12 +90,15 @@ __all__ = [
     "SUPPORTED_SDK",
     "CompactStates",
     "InProcessCodec",
+    "NoSubject",
     "Refusal",
     "RequestStateBoundary",
     "Round",
     "bind",
     "current_round",
+    "default_principal",
     "invalid_request_state",
+    "log_name",
     "step_of",
     "unanswered",
 ]
@@ -118,7 +125,74 @@ FROZEN_MESSAGE = "Invalid or expired requestState"
 logger = logging.getLogger(__name__)
 refusal_logger = logging.getLogger("reqstate")
 """Refusals are logged here, one WARNING line each:
-`reqstate refused <method> <tool>: <reason>: <message>`."""
+`reqstate refused <method> <tool>: <reason>: <message>`, the tool as
+`log_name` writes it."""
+
+MAX_LOGGED_NAME = 64
+"""The most code points of a client-supplied name a log line carries."""
+
+
+def log_name(name: str) -> str:
+    """A name the client chose (a tool's `params.name`, a resource's
+    `params.uri`) as a refusal's log line and message write it
+    (tests/vectors/mcp_log_names.json, the same text as the TypeScript
+    drop-in): its first 64 code points in double quotes, `"` and `\\`
+    escaped with a backslash, printable ASCII as itself and every other
+    character as `\\u` and four lowercase hex digits (beyond U+FFFF its
+    surrogate pair), then `...(N characters)` when it is longer. The result
+    is printable ASCII: the middleware runs before the SDK validates the
+    request, so a newline or a terminal escape in a name must not reach the
+    log, nor a megabyte of it."""
+    out = ['"']
+    for char in name[:MAX_LOGGED_NAME]:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= code <= 0x7E:
+            out.append(char)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    out.append('"')
+    if len(name) > MAX_LOGGED_NAME:
+        out.append(f"...({len(name)} characters)")
+    return "".join(out)
+
+
+class NoSubject(InvalidArgument):
+    """The caller's access token names a client but no subject (user), so
+    the default principal cannot tell two users of that client apart: the
+    round is refused rather than bound to the client alone."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "invalid_argument",
+            "the access token names no subject (its token verifier sets no AccessToken.subject), so the "
+            "round cannot be bound to the user: every user of the OAuth client would share it. Make the token "
+            "verifier set subject, or pass RequestStateBoundary(principal=...) to choose the caller "
+            "(e.g. a function returning the token's client_id, to bind the client knowingly).",
+        )
+
+
+def default_principal(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The principal a `RequestStateBoundary` binds without `principal=`
+    (docs/MCP.md, tests/vectors/mcp_principals.json; the same string as the
+    TypeScript drop-in for the same caller): `null` without an access token,
+    else the compact JSON array `[client_id, issuer, subject]` of the SDK's
+    `principal_components` (byte for byte the SDK's `authenticated_principal`),
+    which no unauthenticated call and no custom principal can equal.
+
+    Raises `NoSubject` for a token without a subject."""
+    del ctx  # the SDK keeps the caller in a context variable, not in ctx
+    token = get_access_token()
+    if token is None:
+        return "null"
+    client_id, issuer, subject = principal_components(token)
+    if subject is None:
+        raise NoSubject()
+    return json.dumps([client_id, issuer, subject], separators=(",", ":"))
 
 
 def _algorithm_of(keyring: Keyring, key_id: int) -> str | None:
@@ -128,17 +202,37 @@ def _algorithm_of(keyring: Keyring, key_id: int) -> str | None:
     return None
 
 
+def _mint_order(keyring: Keyring) -> list[tuple[int, str, bool]]:
+    """The keys that mint from now on, as (id, algorithm, minting now): the one minting
+    now and every key scheduled to take over later (`mint_from` after now),
+    all at one clock reading (two readings would miss a key whose
+    `mint_from` falls between them). A key whose turn has passed is not
+    among them: a keyring that moved from an HMAC key to an encrypting one
+    on a schedule keeps the old key to verify."""
+    now = math.floor(time.time())
+    order: list[tuple[int, str, bool]] = []
+    for key in keyring.keys():
+        minting = keyring.status_at(key.id, now) == "primary"
+        if minting or (key.mint_from is not None and key.mint_from > now):
+            order.append((key.id, key.algorithm, minting))
+    return order
+
+
 def _refuse_readable(keyring: Keyring, what: str) -> None:
-    """Raises when the keyring's primary is integrity-only (hmac-sha256)."""
-    key_id = keyring.primary_key_id
-    if _algorithm_of(keyring, key_id) == "hmac-sha256":
-        raise InvalidArgument(
-            "invalid_argument",
-            f"{what}: the keyring's primary key {key_id} is hmac-sha256, which only signs: the SDK's "
-            "requestState envelope (the handler's state, the tool, the argument digest) would be readable "
-            "by the client, where the SDK's own codec encrypts it. Make an xchacha20-poly1305 key primary, "
-            "or pass allow_readable=True to accept readable states.",
-        )
+    """Raises when a key of the mint order is integrity-only (hmac-sha256).
+    Every scheduled successor counts, not only the primary at this reading:
+    the seal reads the clock again, and at a hand-over instant it would
+    mint under the successor."""
+    for key_id, algorithm, minting in _mint_order(keyring):
+        if algorithm == "hmac-sha256":
+            which = "primary key" if minting else "key scheduled to mint (mint_from)"
+            raise InvalidArgument(
+                "invalid_argument",
+                f"{what}: the keyring's {which} {key_id} is hmac-sha256, which only signs: the SDK's "
+                "requestState envelope (the handler's state, the tool, the argument digest) would be readable "
+                "by the client, where the SDK's own codec encrypts it. Make every key that mints, or is "
+                "scheduled to, xchacha20-poly1305, or pass allow_readable=True to accept readable states.",
+            )
 
 
 class InProcessCodec:
@@ -153,9 +247,11 @@ class InProcessCodec:
     logs it and answers `-32603`). Rotation is the keyring's:
     `keyring.reload()`, or `Keyring.from_file(..., auto_reload=True)`.
 
-    An integrity-only primary key (`hmac-sha256`) is refused, here and at
-    every seal after a reload made one primary: the SDK's codec encrypts, and
-    an HMAC token leaves the envelope readable by the client. Pass
+    An integrity-only key (`hmac-sha256`) that mints, or is scheduled to
+    (`mint_from`), is refused, here and at every seal (a reload can bring
+    one), and a seal that went out under one anyway (a reload between the
+    check and the seal) is discarded and refused: the SDK's codec encrypts,
+    and an HMAC token leaves the envelope readable by the client. Pass
     `allow_readable=True` to accept that.
 
     What does nothing under the SDK's envelope: the `Codec`'s `clock_leeway`
@@ -195,8 +291,9 @@ class InProcessCodec:
         """`payload` sealed under the primary key, bound to `aad`.
 
         Raises:
-            InvalidArgument: the primary key (after a reload) is hmac-sha256
-                and `allow_readable` is not set.
+            InvalidArgument: a key that mints or is scheduled to (after a
+                reload) is hmac-sha256, or the seal was made under one, and
+                `allow_readable` is not set.
             MintRefused: the payload is too large (`too_large`: the sizes and
                 the limit in the message); the SDK answers -32603 and logs it.
         """
@@ -214,6 +311,15 @@ class InProcessCodec:
                 f"the SDK's requestState envelope is {len(payload)} bytes; sealed, {refused.message} "
                 f"(InProcessCodec(max_token_len=...), at most {MAX_TOKEN_LEN})",
             ) from None
+        if not self.allow_readable and _algorithm_of(self.codec.keyring, sealed.key_id) != "xchacha20-poly1305":
+            # The check above and the seal read the keyring (and the clock)
+            # apart: what counts is the key this token was sealed under.
+            raise InvalidArgument(
+                "invalid_argument",
+                f"InProcessCodec.seal: the payload was sealed under key {sealed.key_id}, which is not "
+                "xchacha20-poly1305 (the keyring changed during the seal); the readable token was discarded. "
+                "Make every key that mints, or is scheduled to, xchacha20-poly1305.",
+            )
         self.last_key_id = sealed.key_id
         return sealed.token
 
@@ -318,8 +424,10 @@ class Round:
 class Refusal:
     """One refused `requestState`, as the `on_refusal` hook receives it:
     `reason` is the format's reason name (docs/CLI.md, "Reasons"), `message`
-    what it can mean for this call; never the state, the arguments or the
-    principal."""
+    what it can mean for this call, the tool in it as `log_name` writes it;
+    never the state, the arguments or the principal. `tool` is the name (or
+    uri) exactly as the client sent it, unchecked: write it with `log_name`
+    wherever it goes into a log."""
 
     reason: str
     message: str
@@ -328,7 +436,7 @@ class Refusal:
 
     def line(self) -> str:
         """The operator's log line."""
-        return f"reqstate refused {self.method} {self.tool}: {self.reason}: {self.message}"
+        return f"reqstate refused {self.method} {log_name(self.tool)}: {self.reason}: {self.message}"
 
 
 _ROUND: ContextVar[Round | None] = ContextVar("reqstate_mcp_round", default=None)
@@ -354,19 +462,22 @@ def unanswered() -> list[str] | None:
 
 _MESSAGES = {
     "authentication_failed": (
-        'the token does not verify for {method} "{tool}" as called (its tool, arguments, method, principal '
+        "the token does not verify for {method} {tool} as called (its tool, arguments, method, principal "
         "or audience differ from the minting call, or it was altered)"
     ),
-    "expired": 'the token for {method} "{tool}" has expired (its lifetime plus the clock leeway has passed)',
-    "not_yet_valid": 'the token for {method} "{tool}" was issued in the future (clocks further apart than the leeway)',
-    "unknown_key": 'the token for {method} "{tool}" names a key this keyring does not have',
-    "retired_key": 'the token for {method} "{tool}" was minted under a retired key',
-    "wrong_step": 'the token for {method} "{tool}" asked for other input than this request answers',
-    "malformed": 'the requestState of {method} "{tool}" is not a reqstate token',
+    "expired": 'the token for {method} {tool} has expired (its lifetime plus the clock leeway has passed)',
+    "not_yet_valid": 'the token for {method} {tool} was issued in the future (clocks further apart than the leeway)',
+    "unknown_key": 'the token for {method} {tool} names a key this keyring does not have',
+    "retired_key": 'the token for {method} {tool} was minted under a retired key',
+    "wrong_step": 'the token for {method} {tool} asked for other input than this request answers',
+    "malformed": 'the requestState of {method} {tool} is not a reqstate token',
 }
 
 ServerT = TypeVar("ServerT")
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], "str | None"]
+"""A custom caller: a string names it (bound as a JSON string), None is
+no authenticated caller (bound as `null`, as `default_principal` binds an
+unauthenticated call)."""
 
 
 class RequestStateBoundary:
@@ -384,8 +495,11 @@ class RequestStateBoundary:
       the codec's `max_lifetime` raises here. A token is accepted until
       `ttl + clock_leeway` (default 60 s: replicas' clocks differ; the SDK
       has none for `exp`).
-    - `principal(ctx)`: the caller (default the SDK's
-      `authenticated_principal`; None is `anonymous`).
+    - `principal(ctx)`: the caller, as a string or None for no
+      authenticated caller; bound as its compact JSON (`"alice"`, `null`).
+      Default `default_principal`: `[client_id, issuer, subject]` of the
+      access token, `null` without one, and a token without a subject is
+      refused (`NoSubject`) rather than bound to its client alone.
     - `incomplete`: `"ask-again"` (default: the handler runs with its state
       and `unanswered()`) or `"refuse"` (`wrong_step`).
     - `on_refusal(Refusal)`: called for each refusal, after the log line
@@ -398,7 +512,7 @@ class RequestStateBoundary:
         *,
         audience: str | None = None,
         ttl: int = 600,
-        principal: PrincipalOf = authenticated_principal,
+        principal: PrincipalOf | None = None,
         incomplete: Literal["ask-again", "refuse"] = "ask-again",
         on_refusal: Callable[[Refusal], None] | None = None,
         clock_leeway: int = 60,
@@ -507,12 +621,19 @@ class RequestStateBoundary:
     def _binding(self, ctx: ServerRequestContext[Any, Any], tool: str) -> Binding:
         params: Mapping[str, Any] = ctx.params or {}
         arguments: Any = {} if ctx.method == "resources/read" else params.get("arguments")
-        principal = self.principal(ctx) if self.principal is not None else None
-        if principal is not None and not isinstance(principal, str):
-            raise InvalidArgument("invalid_argument", f"principal() returned {type(principal).__name__}")
         return Binding.for_call(
-            tool, principal or "anonymous", self.audience or "", ctx.method, {} if arguments is None else arguments
+            tool, self._principal(ctx), self.audience or "", ctx.method, {} if arguments is None else arguments
         )
+
+    def _principal(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        if self.principal is None:
+            return default_principal(ctx)
+        chosen = self.principal(ctx)
+        if chosen is not None and not isinstance(chosen, str):
+            raise InvalidArgument("invalid_argument", f"principal() returned {type(chosen).__name__}, not str or None")
+        # As JSON, a chosen "null" or "[...]" is a string: it never equals the
+        # default's null or array.
+        return json.dumps(chosen, separators=(",", ":"))
 
     def _verify(self, ctx: ServerRequestContext[Any, Any], tool: str, wire: Any) -> tuple[Binding, Verified]:
         if not isinstance(wire, str):
@@ -541,7 +662,7 @@ class RequestStateBoundary:
     def _refuse(self, method: str, tool: str, reason: str, detail: str | None) -> NoReturn:
         template = _MESSAGES.get(reason)
         if template is not None:
-            message = template.format(method=method, tool=tool)
+            message = template.format(method=method, tool=log_name(tool))
         else:
             message = detail or reason
         refusal = Refusal(reason=reason, message=message, method=method, tool=tool)
@@ -569,14 +690,16 @@ class RequestStateBoundary:
         try:
             step = step_of(asked.keys() if isinstance(asked, Mapping) else ())
         except InvalidArgument as error:  # the handler's own keys
-            refusal_logger.error("reqstate could not mint %s %s: %s", ctx.method, tool, error)
+            refusal_logger.error("reqstate could not mint %s %s: %s", ctx.method, log_name(tool), error)
             raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
         try:
             if binding is None:
                 binding = self._binding(ctx, tool)
             token = self.codec.mint(binding, step, state, ttl=self.ttl).token
         except ReqstateError as error:
-            refusal_logger.error("reqstate could not mint %s %s: %s: %s", ctx.method, tool, error.reason, error.message)
+            refusal_logger.error(
+                "reqstate could not mint %s %s: %s: %s", ctx.method, log_name(tool), error.reason, error.message
+            )
             if isinstance(error, InvalidArgument):
                 raise MCPError(code=INVALID_PARAMS, message=f"Invalid params: {error.message}") from None
             raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
@@ -644,9 +767,10 @@ class CompactStates:
     def binding(self, tool: str, arguments: Any, principal: str = "") -> Binding:
         """The tool and call context a token of this call is bound to.
 
-        `arguments` should be the arguments as received (the parsed dict, or
-        better their JSON text); `principal` the authenticated caller (empty
-        for none, e.g. stdio)."""
+        `arguments` are the parsed arguments (a `str` is a JSON string, not
+        JSON text: for the text as received, build the binding with
+        `Binding(tool, call_context_from_text(...))`); `principal` the
+        authenticated caller (empty for none, e.g. stdio)."""
         return Binding.for_call(tool, principal, self.audience, self.method, arguments)
 
     def mint(

@@ -21,7 +21,9 @@ TypeScript package, this module), so that they share one Redis:
   this clock): `(expires_at + 600 - now) * 1000 + 2 * max_skew_ms`, at
   least 1000, so that the record outlives the token on every verifier,
   whatever its leeway (at most 600 s), while every verifier's clock is
-  within `max_skew_ms` of Redis's;
+  within `max_skew_ms` of Redis's; `now` is the earlier of the consume's
+  `now=` and this store's `clock`, so that an injected `now=` ahead of the
+  clock the guard checked cannot shorten the record;
 - consumes are refused (`replay_store_unavailable`) while this clock and
   Redis's `TIME` disagree by more than `max_skew_ms`;
 - a consume whose outcome is unknown (timed out, connection lost: the SET
@@ -449,7 +451,13 @@ class RedisReplayStore:
             raise TokenRefused("replay_store_unavailable", "the replay store is closed")
         self._check_clocks()
         name = self.key(record)
-        lifetime_ms = record_lifetime_ms(record.expires_at, record.now, self.max_skew_ms)
+        # The earlier of the call's `now=` and this store's clock (which the
+        # clock guard just held within max_skew_ms of Redis's): a `now=`
+        # ahead of it would give a record that dies in Redis while the token
+        # still verifies on every clock in the fleet.
+        lifetime_ms = record_lifetime_ms(
+            record.expires_at, min(record.now, math.floor(self._clock())), self.max_skew_ms
+        )
         # Taken out, so that of two concurrent retries only one sends it.
         pending = self._take_pending(name)
         attempt = pending if pending is not None else secrets.token_hex(16)

@@ -15,9 +15,12 @@ The tools are the official conformance suite's fixtures (the
 asks `confirm`, then answers `n=<n> confirmed`). Behind a verified token the
 boundary drops answers under keys that round did not ask; each handler asks
 again for what is missing (SEP-2322). States carry only what a handler needs
-(most carry none: the token then binds only the call and the asked keys). `Authorization: Bearer <name>` makes `<name>`
-the principal (a test-only verifier: anyone may claim any name); no header
-is `anonymous`.
+(most carry none: the token then binds only the call and the asked keys). `Authorization: Bearer <name>` is an
+access token of the OAuth client `conformance` whose subject is `<name>` (a
+test-only verifier: anyone may claim any name), and the drop-in binds its
+default principal `["conformance",null,"<name>"]`, as the TypeScript server
+does for the same header; no header binds `null` (docs/MCP.md, "The caller a
+round is bound to").
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import sys
 from typing import Any
 
 import uvicorn
-from mcp.server import ServerRequestContext
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     CreateMessageRequest,
@@ -52,13 +57,30 @@ NAME = "reqstate-conformance-python"
 AUDIENCE = "reqstate-conformance"
 
 
-def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """Test-only: the name after `Bearer ` is the principal."""
-    headers = getattr(ctx.request, "headers", None)
-    value = headers.get("authorization") if headers is not None else None
-    if isinstance(value, str) and value.startswith("Bearer ") and len(value) > len("Bearer "):
-        return value[len("Bearer ") :]
-    return None
+class BearerCaller:
+    """Test-only ASGI wrapper: `Authorization: Bearer <name>` becomes the SDK's
+    authenticated user (client `conformance`, subject `<name>`) in the context
+    variable the SDK's own `AuthContextMiddleware` sets, so the drop-in binds
+    its default principal exactly as behind a real token verifier."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        name = None
+        if scope.get("type") == "http":
+            for key, value in scope.get("headers", []):
+                if key == b"authorization" and value.startswith(b"Bearer ") and len(value) > len(b"Bearer "):
+                    name = value[len(b"Bearer ") :].decode("utf-8", "replace")
+        if name is None:
+            await self.app(scope, receive, send)
+            return
+        user = AuthenticatedUser(AccessToken(token=name, client_id="conformance", scopes=[], subject=name))
+        reset = auth_context_var.set(user)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            auth_context_var.reset(reset)
 
 
 def elicit(message: str, prop: str, kind: str = "string") -> InputRequest:
@@ -115,7 +137,7 @@ def sampled_text(answer: Any) -> str:
 
 def build(keyring: Keyring, ttl: int, clock_leeway: int | None) -> MCPServer:
     # The TypeScript server's audience, so that cross.mjs can move a round between the two.
-    options: dict[str, Any] = {"ttl": ttl, "principal": bearer_principal, "audience": AUDIENCE}
+    options: dict[str, Any] = {"ttl": ttl, "audience": AUDIENCE}
     if clock_leeway is not None:
         options["clock_leeway"] = clock_leeway
     server = reqstate.mcp.bind(MCPServer(NAME), keyring, **options)
@@ -260,7 +282,7 @@ async def serve() -> None:
     refusals.setLevel(logging.INFO)
     refusals.propagate = False
 
-    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    app = BearerCaller(server.streamable_http_app(stateless_http=True, json_response=True))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))

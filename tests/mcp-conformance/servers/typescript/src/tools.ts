@@ -277,8 +277,12 @@ export function createServer(wiring: Wiring): McpServer {
   return server;
 }
 
-/** The principal of a request: `Authorization: Bearer <name>` (a test-only verifier), else none (anonymous). */
-export function authInfoOf(request: Request): { token: string; clientId: string; scopes: string[] } | undefined {
+/**
+ * The caller of a request: `Authorization: Bearer <name>` (a test-only verifier) is the OAuth client
+ * `conformance` with the subject `<name>` (the drop-in binds `["conformance",null,"<name>"]`, as the
+ * Python server's verifier does), else none (the drop-in binds `null`).
+ */
+export function authInfoOf(request: Request): { token: string; clientId: string; scopes: string[]; extra: { sub: string } } | undefined {
   const m = /^Bearer\s+(\S+)$/i.exec(request.headers.get('authorization') ?? '');
-  return m ? { token: m[1], clientId: m[1], scopes: [] } : undefined;
+  return m ? { token: m[1], clientId: 'conformance', scopes: [], extra: { sub: m[1] } } : undefined;
 }
