@@ -218,6 +218,10 @@ fn vectors_through_every_implementation() -> TestResult {
             "keyrings" => {}
             // Run by keyrings::schedule_vectors_through_every_implementation.
             "schedules" => {}
+            // TOML texts for each implementation's own reader: the core's,
+            // TypeScript's and Python's vector suites and verify_v1.py run
+            // them (every command line reads its keyring through one of those).
+            "keyring_texts" => {}
             // Run by policy_vectors_are_refused_as_usage_errors_or_accepted.
             "policies" => {}
             // The shared store's record lifetime: no command-line output shows

@@ -245,19 +245,103 @@ def load_keyring_file(version, entries: list[dict]) -> "Keyring":
     return Keyring(keys)
 
 
+# KEYRING.md, "How an instant is read": the fields of a schedule instant.
+SCHEDULE_INSTANT = re.compile(
+    r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt ](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<fraction>\.\d+)?"
+    r"(?:[Zz]|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))"
+)
+LAST_SCHEDULE_INSTANT = 253402300799  # 9999-12-31T23:59:59Z
+
+
+def days_in_month(year: int, month: int) -> int:
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+
+
+def days_from_1970(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 of a proleptic Gregorian date (no checks: a day
+    past the month's end runs on into the next)."""
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
 def schedule_instant(text: str) -> int:
-    """`mint_from` / `retire_at`: an offset date-time in whole seconds, at
-    or after 1970-01-01T00:00:00Z, as unix seconds."""
-    m = OFFSET_DATE_TIME.fullmatch(text)
+    """`mint_from` / `retire_at`: an offset date-time with its seconds and
+    no fraction (however written), a real calendar date, hour 0-23, minute
+    and second 0-59, the offset (hours 0-23, minutes 0-59) applied, within
+    1970-01-01T00:00:00Z ..= 9999-12-31T23:59:59Z; as unix seconds."""
+    m = SCHEDULE_INSTANT.fullmatch(text)
     if not m:
-        raise fail("invalid_keyring", "a schedule instant is not an offset date-time")
-    if m.group(1) and int(m.group(1)[1:]) != 0:
+        raise fail("invalid_keyring", "a schedule instant is not an offset date-time with seconds")
+    if m.group("fraction"):
         raise fail("invalid_keyring", "a schedule instant with a fraction of a second")
-    at = datetime.datetime.fromisoformat(text.upper().replace(" ", "T").replace("Z", "+00:00"))
-    seconds = int(at.timestamp())
+    year, month, day, hour, minute, second = (int(m.group(g)) for g in ("y", "mo", "d", "h", "mi", "s"))
+    if not (1 <= month <= 12 and 1 <= day <= days_in_month(year, month)):
+        raise fail("invalid_keyring", "a schedule instant on a date the calendar does not have")
+    if hour > 23 or minute > 59 or second > 59:
+        raise fail("invalid_keyring", "a schedule instant with an hour, minute or second out of range")
+    offset = 0
+    if m.group("sign"):
+        oh, om = int(m.group("oh")), int(m.group("om"))
+        if oh > 23 or om > 59:
+            raise fail("invalid_keyring", "a schedule instant with an offset out of range")
+        offset = (oh * 60 + om) * (-1 if m.group("sign") == "-" else 1)
+    seconds = days_from_1970(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset * 60
     if seconds < 0:
         raise fail("invalid_keyring", "a schedule instant before 1970")
+    if seconds > LAST_SCHEDULE_INSTANT:
+        raise fail("invalid_keyring", "a schedule instant after 9999-12-31T23:59:59Z")
     return seconds
+
+
+class TomlDateTime(str):
+    """A TOML date-time value, as written."""
+
+
+def read_toml_keeping_datetimes(text: str) -> dict:
+    """tomllib's reading, with each date-time value kept as its text
+    (tomllib would turn it into a `datetime`, which has no second 60, no
+    digits past microseconds and no memory of a fraction written `.0`):
+    the parser delimits the value, schedule_instant decides what it means.
+    tomllib's own grammar still refuses what TOML does not allow."""
+    import tomllib
+    import tomllib._parser as parser
+
+    saved = parser.match_to_datetime
+    parser.match_to_datetime = lambda match: TomlDateTime(match.group())
+    try:
+        return tomllib.loads(text)
+    finally:
+        parser.match_to_datetime = saved
+
+
+def load_keyring_text(text: str) -> "Keyring":
+    """A keyring file as its TOML text (the vectors' `keyring_texts`)."""
+    import tomllib
+
+    try:
+        doc = read_toml_keeping_datetimes(text)
+    except tomllib.TOMLDecodeError as e:
+        raise fail("invalid_keyring", f"not valid TOML: {e}") from None
+    unknown = [k for k in doc if k not in ("version", "key")]
+    if unknown:
+        raise fail("invalid_keyring", f"unknown top-level field {unknown[0]!r}")
+    tables = doc.get("key", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise fail("invalid_keyring", "`key` must be an array of tables")
+    entries = []
+    for t in tables:
+        e = dict(t)
+        for f in ("created", "mint_from", "retire_at"):
+            if f in e:
+                if not isinstance(e[f], TomlDateTime):
+                    raise fail("invalid_keyring", f"{f} is not a TOML date-time")
+                e[f] = str(e[f])
+        entries.append(e)
+    return load_keyring_file(doc.get("version"), entries)
 
 
 @dataclass(frozen=True)
@@ -960,7 +1044,7 @@ def test_vector_file_is_version_1_with_the_default_policy():
     assert POLICY == Policy()  # §8 defaults: 8192, 60, 86400
     assert len(VECTORS["valid"]) > 0 and len(VECTORS["sealed"]) > 0 and len(VECTORS["invalid"]) > 0
     assert len(VECTORS["single_use"]) > 0
-    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes", "schedules"}
+    known = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes", "schedules", "keyring_texts"}
     assert set(VECTORS) == known, "a section this verifier does not run"
     operations = {v["operation"] for v in VECTORS["invalid"] + VECTORS["accepted"]}
     assert operations == {"verify", "consume", "unseal"}
@@ -1348,6 +1432,11 @@ def test_schedule_vectors(v):
         assert leb128_decode_key_id(b64url_decode_strict(mine), 1)[0] == at["minting"]
         if at["deterministic"]:
             assert mine == at["token"]
+        # Every kind is minted (and sealed) by the key that mints at `now`.
+        once = mint(keyring, tool, context, c["step"], state, c["ttl"], now, os.urandom, policy, single_use=True)
+        assert leb128_decode_key_id(b64url_decode_strict(once), 1)[0] == at["minting"]
+        sealed = seal(keyring, state, context, os.urandom, policy, now)
+        assert leb128_decode_key_id(b64url_decode_strict(sealed), 1)[0] == at["minting"]
         claims = verify(at["token"], tool, context, now, keyring, policy, expected_step=c["step"])
         assert claims.state == state
         for t in at["tokens"]:
@@ -1357,4 +1446,33 @@ def test_schedule_vectors(v):
             except TokenError as e:
                 got = e.reason
             assert got == t["result"], (now, t["key_id"])
+            for o in t.get("others", ()):
+                try:
+                    if o["operation"] == "verify":
+                        verify(o["token"], tool, context, now, keyring, policy, expected_step=c["step"])
+                    elif o["operation"] == "consume":
+                        consume(o["token"], tool, context, now, keyring, SpentStore(), policy, expected_step=c["step"])
+                    else:
+                        unseal(o["token"], context, keyring, policy, now)
+                    got = "ok"
+                except TokenError as e:
+                    got = e.reason
+                assert got == o["result"], (now, t["key_id"], o["what"])
             assert leb128_decode_key_id(b64url_decode_strict(t["token"]), 1)[0] == t["key_id"]
+
+
+@pytest.mark.parametrize("v", VECTORS["keyring_texts"], ids=_ids(VECTORS["keyring_texts"]))
+def test_keyring_text_vectors(v):
+    """KEYRING.md, How an instant is read: the TOML text loads, or is
+    refused; at each instant, the minting key and the keys not retired."""
+    if "expect_fail" in v:
+        with pytest.raises(TokenError) as e:
+            load_keyring_text(v["toml"])
+        assert e.value.reason == v["expect_fail"], str(e.value)
+        return
+    keyring = load_keyring_text(v["toml"])
+    assert v["at"], "an accepted keyring text checks at least one instant"
+    for at in v["at"]:
+        now = at["now"]
+        assert keyring.minting(now).id == at["minting"], now
+        assert sorted(k.id for k in keyring.keys.values() if not k.retired_at(now)) == at["verifying"], now

@@ -3,13 +3,13 @@
 // the compact entry (@reqstate/codec/compact, for Workers whose keyring is a
 // secret binding in the compact form) does not, so its bundle has no TOML
 // parser. package.json lists this file under "sideEffects".
-import { parse as parseToml, TomlDate, TomlError } from 'smol-toml';
-import { ALGORITHMS, ENTRY_FIELDS, STATUSES, bad, decodeSecret, setTomlReader, showName, type Algorithm, type KeySpec, type KeyStatus, type KeyringSources } from './keyring.js';
+import { parse as parseToml, TomlError } from 'smol-toml';
+import { ALGORITHMS, ENTRY_FIELDS, MAX_INSTANT, STATUSES, bad, decodeSecret, setTomlReader, showName, type Algorithm, type KeySpec, type KeyStatus, type KeyringSources } from './keyring.js';
 
 function readToml(text: string, sources: KeyringSources): { specs: KeySpec[]; headers: readonly (number | undefined)[] | undefined } {
     let doc: Record<string, unknown>;
     try {
-      doc = parseToml(text, { integersAsBigInt: true }) as Record<string, unknown>;
+      doc = withDateTimeText(() => parseToml(text, { integersAsBigInt: true, useLegacyDate: false }) as Record<string, unknown>);
     } catch (e) {
       const line = e instanceof TomlError ? `line ${e.line}: ` : '';
       // The parser's message quotes the offending text; only its first line (the description) is kept.
@@ -24,7 +24,7 @@ function readToml(text: string, sources: KeyringSources): { specs: KeySpec[]; he
     const tables = doc.key;
     if (tables === undefined) bad('no key at all; at least one [[key]] is required');
     if (!Array.isArray(tables)) bad('`key` must be an array of tables ([[key]])');
-    const source = sourceLines(text, tables.length);
+    const source = headerLines(text, tables.length);
     const specs: KeySpec[] = tables.map((t: unknown, i: number) => {
       const line = source?.headers[i];
       const prefix = line !== undefined ? `line ${line}: ` : '';
@@ -47,25 +47,22 @@ function readToml(text: string, sources: KeyringSources): { specs: KeySpec[]; he
       let created: string | undefined;
       if (table.created !== undefined) {
         const c = table.created;
-        if (!(c instanceof TomlDate) || !c.isDateTime() || c.isLocal()) bad(`${where}: \`created\` must be an offset date-time such as 2026-11-30T12:00:00Z (the value is not shown)`);
-        created = c.toISOString();
+        const at = c instanceof DateTimeText && c.kind === 'offset' ? readDateTime(c.text) : undefined;
+        if (at === undefined) bad(`${where}: \`created\` must be an offset date-time such as 2026-11-30T12:00:00Z (the value is not shown)`);
+        // Refused before 1970 as the Rust reader refuses it, so that one file loads or fails alike in both.
+        if (unixSeconds(at) < 0) bad(`${where}: created is before 1970-01-01T00:00:00Z`);
+        created = new Date(unixSeconds(at) * 1000).toISOString();
       }
-      // mint_from and retire_at: offset date-times in whole seconds, from 1970 (docs/KEYRING.md, "Keys on a schedule").
+      // mint_from and retire_at (docs/KEYRING.md, "How an instant is read"), decided on the value the parser delimited.
       const instant = (field: 'mint_from' | 'retire_at'): number | undefined => {
         const v = table[field];
         if (v === undefined) return undefined;
-        if (!(v instanceof TomlDate)) {
+        if (!(v instanceof DateTimeText)) {
           bad(`${where}: \`${field}\` must be a TOML date-time such as 2026-11-30T12:00:00Z (unquoted), not ${tomlKind(v)} (the value is not shown)`);
         }
-        if (!v.isDateTime() || v.isLocal()) bad(`${where}: ${field} must be a full date-time with an offset, e.g. 2026-11-30T12:00:00Z`);
-        const ms = v.getTime();
-        if (ms < 0) bad(`${where}: ${field} is before 1970-01-01T00:00:00Z`);
-        // The parser keeps milliseconds; the digits after them are read from the line itself.
-        const fraction = source?.fraction(i, field);
-        if (ms % 1000 !== 0 || (fraction !== undefined && /[1-9]/.test(fraction.slice(0, 9)))) {
-          bad(`${where}: \`${field}\` must be a whole second (a schedule counts in seconds, as tokens do)`);
-        }
-        return ms / 1000;
+        const problem = scheduleInstant(v);
+        if (typeof problem === 'string') bad(`${where}: ${problem.replace('FIELD', field)}`);
+        return problem;
       };
       const mintFrom = instant('mint_from');
       const retireAt = instant('retire_at');
@@ -114,30 +111,112 @@ function tomlKind(v: unknown): string {
 }
 
 /**
- * Where the `[[key]]` tables of a TOML keyring are (the parser does not
- * say): the 1-based line of each header, and the fraction of a second
- * written in a table's `mint_from` or `retire_at` line. `undefined` when
- * the headers found are not one per table (a file written another way:
- * messages then go without lines).
+ * The 1-based line of each `[[key]]` header of a TOML keyring (the parser
+ * does not say), for messages; `undefined` when the headers found are not
+ * one per table (inline tables: messages then go without lines).
  */
-function sourceLines(text: string, tables: number): { headers: number[]; fraction(table: number, field: string): string | undefined } | undefined {
-  const lines = text.split(/\r?\n/);
+function headerLines(text: string, tables: number): { headers: number[] } | undefined {
   const headers: number[] = [];
-  lines.forEach((l, i) => {
+  text.split(/\r?\n/).forEach((l, i) => {
     if (/^[ \t]*\[\[[ \t]*key[ \t]*\]\][ \t]*(#.*)?$/.test(l)) headers.push(i + 1);
   });
-  if (headers.length !== tables) return undefined;
-  return {
-    headers,
-    fraction(table, field) {
-      const end = table + 1 < headers.length ? headers[table + 1] - 1 : lines.length;
-      for (let i = headers[table]; i < end; i++) {
-        const m = new RegExp(`^[ \\t]*${field}[ \\t]*=[ \\t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.([0-9]+))?`).exec(lines[i]);
-        if (m) return m[1] ?? '';
-      }
-      return undefined;
-    },
-  };
+  return headers.length === tables ? { headers } : undefined;
+}
+
+/** A TOML date-time value as written (the parser delimits it; this module decides what it means). */
+class DateTimeText {
+  constructor(
+    readonly text: string,
+    readonly kind: 'offset' | 'local' | 'date' | 'time',
+  ) {}
+}
+
+/**
+ * Runs `parse` with smol-toml handing over each date-time's text. Its
+ * legacy dates are JavaScript `Date`s, which roll impossible dates over
+ * (Feb 30 becomes 2 March) and keep only milliseconds, so the value could
+ * not be checked; asked for Temporal values instead, it passes each
+ * date-time's text to `Temporal.*.from`, which is stood in for here for the
+ * length of the (synchronous) parse and restored after, whether or not the
+ * runtime has Temporal.
+ */
+function withDateTimeText<T>(parse: () => T): T {
+  const g = globalThis as { Temporal?: unknown };
+  const saved = Object.getOwnPropertyDescriptor(g, 'Temporal');
+  // smol-toml appends a `[zone]` to an offset date-time's text for Temporal.
+  const as = (kind: DateTimeText['kind']) => ({ from: (text: string) => new DateTimeText(text.replace(/\[[^\]]*\]$/, ''), kind) });
+  Object.defineProperty(g, 'Temporal', {
+    value: { ZonedDateTime: as('offset'), PlainDateTime: as('local'), PlainDate: as('date'), PlainTime: as('time') },
+    configurable: true,
+    writable: true,
+  });
+  try {
+    return parse();
+  } finally {
+    if (saved) Object.defineProperty(g, 'Temporal', saved);
+    else delete g.Temporal;
+  }
+}
+
+/** The fields of an offset date-time as TOML reads one: a real calendar date, hour 0-23, minute 0-59, second 0-60, offset -23:59..+23:59. */
+interface DateTimeFields {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+  /** Whether seconds were written, and a fraction after them. */
+  hasSeconds: boolean;
+  hasFraction: boolean;
+  /** Minutes east of UTC. */
+  offsetMinutes: number;
+}
+
+function readDateTime(text: string): DateTimeFields | undefined {
+  const m = /^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(\.[0-9]+)?)?(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))$/.exec(text);
+  if (m === null) return undefined;
+  const [year, month, day, hour, minute] = m.slice(1, 6).map(Number);
+  const second = m[6] === undefined ? 0 : Number(m[6]);
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+  if (month < 1 || month > 12 || day < 1 || day > days[month - 1] || hour > 23 || minute > 59 || second > 60) return undefined;
+  let offsetMinutes = 0;
+  if (m[8] === undefined) {
+    const [oh, om] = [Number(m[10]), Number(m[11])];
+    if (oh > 23 || om > 59) return undefined;
+    offsetMinutes = (m[9] === '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  return { year, month, day, hour, minute, second, hasSeconds: m[6] !== undefined, hasFraction: m[7] !== undefined, offsetMinutes };
+}
+
+/** Unix seconds of date-time fields, the offset applied (arithmetic, not `Date.UTC`, which reads years 0-99 as 1900-1999). */
+function unixSeconds(at: DateTimeFields): number {
+  // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+  const y = at.month <= 2 ? at.year - 1 : at.year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (at.month + (at.month > 2 ? -3 : 9)) + 2) / 5) + at.day - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  const days = era * 146097 + doe - 719468;
+  return days * 86400 + at.hour * 3600 + at.minute * 60 + at.second - at.offsetMinutes * 60;
+}
+
+/**
+ * A schedule instant (docs/KEYRING.md, "How an instant is read") as unix
+ * seconds, or what is wrong with it (`FIELD` standing for its name).
+ */
+function scheduleInstant(v: DateTimeText): number | string {
+  if (v.kind !== 'offset') return 'FIELD must be a full date-time with an offset, e.g. 2026-11-30T12:00:00Z';
+  const at = readDateTime(v.text);
+  if (at === undefined) return '`FIELD` is not a valid TOML offset date-time (a real calendar date, hour 00-23, minute 00-59, offset -23:59..+23:59); the value is not shown';
+  if (at.hasFraction) return '`FIELD` must be a whole second, written without a fraction (a schedule counts in seconds, as tokens do)';
+  if (!at.hasSeconds) return '`FIELD` must write its seconds (RFC 3339), e.g. 2026-11-30T12:00:00Z';
+  if (at.second === 60) return '`FIELD` names second 60 (a leap second), which unix time does not count; write the second before or the minute after';
+  const seconds = unixSeconds(at);
+  if (seconds < 0) return 'FIELD is before 1970-01-01T00:00:00Z';
+  if (seconds > MAX_INSTANT) return 'FIELD is after 9999-12-31T23:59:59Z once its offset is applied';
+  return seconds;
 }
 
 setTomlReader(readToml);

@@ -141,14 +141,15 @@ describe('the compact form with a schedule', () => {
 describe('TOML instants', () => {
   const withMintFrom = (value) => `[[key]]\nid = 1\nstatus = "primary"\nsecret = "${secret(1)}"\n[[key]]\nid = 2\nstatus = "active"\nmint_from = ${value}\nsecret = "${secret(2)}"\n`;
 
-  test('an offset, a space for T, and a fraction of zeros are the same instant', () => {
-    for (const v of ['2026-12-01T12:05:00Z', '2026-12-01T13:05:00+01:00', '2026-12-01T07:05:00-05:00', '2026-12-01 12:05:00Z', '2026-12-01T12:05:00.000000000Z', '2026-12-01t12:05:00z']) {
+  test('an offset, a space for T and lower-case letters are the same instant', () => {
+    for (const v of ['2026-12-01T12:05:00Z', '2026-12-01T13:05:00+01:00', '2026-12-01T07:05:00-05:00', '2026-12-01 12:05:00Z', '2026-12-01t12:05:00z']) {
       assert.equal(Keyring.fromToml(withMintFrom(v)).get(2).mintFrom, TAKEOVER, v);
     }
   });
 
-  test('refused with the line and key: fractions (beyond the parser\'s milliseconds too), no offset, a date, a string, before 1970', () => {
+  test('refused with the line and key: fractions (of zeros, and beyond the parser\'s milliseconds too), no offset, a date, a string, before 1970', () => {
     for (const [v, why] of [
+      ['2026-12-01T12:05:00.000000000Z', /line 5: key 2: `mint_from` must be a whole second/],
       ['2026-12-01T12:05:00.5Z', /line 5: key 2: `mint_from` must be a whole second/],
       ['2026-12-01T12:05:00.0001Z', /line 5: key 2: `mint_from` must be a whole second/],
       ['2026-12-01T12:05:00.000000001Z', /line 5: key 2: `mint_from` must be a whole second/],

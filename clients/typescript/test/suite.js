@@ -277,13 +277,41 @@ export function runSuite(lib, vectorsText, callContextText) {
         eq(mine.keyId, at.minting, 'key_id minted with');
         if (at.deterministic) eq(mine.token, at.token, 'token');
         eq(codec.verify(mine.token, args).keyId, at.minting, 'key_id of the token minted here');
+        // Single-use tokens and sealed payloads: minted by the same key.
+        eq(codec.mintSingleUseExact({ tool: c.tool, step: c.step, stateCbor: hex(c.state_cbor), ttl: c.ttl, context: hex(c.context) }).keyId, at.minting, 'key_id of a single-use token');
+        eq(codec.seal(hex(c.state_cbor), hex(c.context)).keyId, at.minting, 'key_id of a sealed payload');
         const got = codec.verify(at.token, args);
         eq(got.keyId, at.minting, 'key_id of token');
         eq(`${got.step}|${toHex(got.stateCbor)}|${got.issuedAtBig}`, `${c.step}|${c.state_cbor}|${at.now}`, 'claims of token');
         for (const t of at.tokens) {
           if (t.result === 'ok') eq(codec.verify(t.token, args).keyId, t.key_id, `key ${t.key_id}'s token`);
           else refuses(() => codec.verify(t.token, args), t.result);
+          for (const o of t.others ?? []) {
+            const run = () => {
+              if (o.operation === 'verify') return codec.verify(o.token, args);
+              if (o.operation === 'consume') return codec.consumeSync(o.token, args, new MemoryReplayStore());
+              if (o.operation === 'unseal') return codec.unseal(o.token, hex(c.context));
+              throw new Error(`unknown operation ${o.operation}`);
+            };
+            if (o.result === 'ok') eq(run().keyId, t.key_id, `key ${t.key_id}: ${o.what}`);
+            else refuses(run, o.result);
+          }
         }
+      });
+    }
+  }
+  // Keyring files as TOML texts (docs/KEYRING.md, "How an instant is read"), through this package's own TOML reader.
+  for (const v of V.keyring_texts) {
+    if (v.expect_fail !== undefined) {
+      check('keyring_texts', `${v.name}: refused`, () => refuses(() => Keyring.fromToml(v.toml), v.expect_fail));
+      continue;
+    }
+    for (const at of v.at) {
+      check('keyring_texts', `${v.name}: at ${at.now}`, () => {
+        const keyring = Keyring.fromToml(v.toml);
+        eq(keyring.mintingKey(at.now).id, at.minting, 'minting key');
+        const ids = [1, 2, 3, 4, 5, 6, 7, 8].map((id) => keyring.get(id)).filter((k) => k !== undefined);
+        eq(ids.filter((k) => !k.isRetiredAt(at.now)).map((k) => k.id).join(','), at.verifying.join(','), 'keys not retired');
       });
     }
   }
@@ -313,11 +341,11 @@ export function runSuite(lib, vectorsText, callContextText) {
   }
   for (const section of Object.keys(V)) {
     // `shared_lifetimes` is the Redis store's rule (@reqstate/codec/redis, Node only): run by test/redisrule.test.js.
-    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings', 'schedules', 'policies', 'shared_lifetimes'].includes(section)) {
+    if (!['description', 'format_version', 'policy', 'keys', 'valid', 'sealed', 'single_use', 'accepted', 'invalid', 'mint_invalid', 'keyrings', 'schedules', 'keyring_texts', 'policies', 'shared_lifetimes'].includes(section)) {
       failures.push({ name: 'suite', error: `v1.json has a section ${section} this suite does not run` });
     }
   }
-  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + V.schedules.reduce((n, v) => n + (v.at?.length ?? 1), 0) + V.policies.length + C.cases.length;
+  const expected = 1 + V.keys.length + 3 * V.valid.length + 3 * V.single_use.length + 2 * V.sealed.length + V.invalid.length + V.accepted.length + V.mint_invalid.length + V.keyrings.length + V.schedules.reduce((n, v) => n + (v.at?.length ?? 1), 0) + V.keyring_texts.reduce((n, v) => n + (v.at?.length ?? 1), 0) + V.policies.length + C.cases.length;
   if (passed + failures.length !== expected) failures.push({ name: 'suite', error: `ran ${passed + failures.length} checks, expected ${expected}` });
   return { passed, failures, counts, expected };
 }

@@ -303,6 +303,8 @@ def test_schedule_vectors() -> None:
             assert mine.key_id == at["minting"], (vector["name"], now)
             if at["deterministic"]:
                 assert mine.token == at["token"], (vector["name"], now)
+            once = codec.mint_cbor(bound, c["step"], bytes.fromhex(c["state_cbor"]), ttl=c["ttl"], now=now, single_use=True)
+            assert once.key_id == at["minting"], (vector["name"], now)
             got = codec.verify(at["token"], bound, expected_step=c["step"], now=now)
             assert (got.key_id, got.state_cbor.hex()) == (at["minting"], c["state_cbor"])
             for t in at["tokens"]:
@@ -311,10 +313,46 @@ def test_schedule_vectors() -> None:
                 except TokenRefused as refused:
                     result = refused.reason
                 assert result == t["result"], (vector["name"], now, t["key_id"])
+                # Codec.seal and Codec.unseal take no `now`: the "unseal"
+                # checks need the vector's instant and run in the core's,
+                # the TypeScript and the independent verifier's suites.
+                for other in t["others"]:
+                    if other["operation"] == "unseal":
+                        continue
+                    try:
+                        if other["operation"] == "verify":
+                            other_key = codec.verify(other["token"], bound, now=now).key_id
+                        else:
+                            other_key = codec.consume(other["token"], bound, MemoryReplayStore(), now=now, decode=False).key_id
+                        result = "ok" if other_key == t["key_id"] else "wrong key"
+                    except TokenRefused as refused:
+                        result = refused.reason
+                    assert result == other["result"], (vector["name"], now, t["key_id"], other["what"])
                 want = "retired" if t["result"] == "retired_key" else "primary" if t["key_id"] == at["minting"] else "active"
                 assert codec.keyring.status_at(t["key_id"], now=now) == want, (vector["name"], now, t["key_id"])
         accepted += 1
     assert accepted >= 10 and len(V1["schedules"]) - accepted >= 15
+
+
+def test_keyring_text_vectors() -> None:
+    """docs/KEYRING.md, How an instant is read: each TOML text through the
+    package's reader (the core's), refused, or at each instant the minting
+    key and the keys not retired."""
+    accepted = 0
+    for vector in V1["keyring_texts"]:
+        if vector.get("expect_fail"):
+            with pytest.raises(KeyringError) as refused:
+                Keyring.from_toml(vector["toml"])
+            assert refused.value.reason == vector["expect_fail"], vector["name"]
+            continue
+        keyring = Keyring.from_toml(vector["toml"])
+        for at in vector["at"]:
+            now = at["now"]
+            statuses = {key_id: keyring.status_at(key_id, now=now) for key_id in (1, 2)}
+            assert [k for k, s in statuses.items() if s == "primary"] == [at["minting"]], (vector["name"], now)
+            assert [k for k, s in statuses.items() if s != "retired"] == at["verifying"], (vector["name"], now)
+        accepted += 1
+    assert accepted >= 15 and len(V1["keyring_texts"]) - accepted >= 50
 
 
 def test_policy_vectors() -> None:
@@ -342,5 +380,5 @@ def test_shared_lifetime_vectors() -> None:
 
 
 def test_every_section_of_the_vector_file_runs_here() -> None:
-    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes", "schedules"}
+    sections = {"description", "format_version", "policy", "keys", "valid", "sealed", "single_use", "accepted", "invalid", "mint_invalid", "keyrings", "policies", "shared_lifetimes", "schedules", "keyring_texts"}
     assert set(V1) == sections, "v1.json has a section this suite does not run"

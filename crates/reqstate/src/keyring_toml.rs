@@ -383,22 +383,14 @@ fn entry_to_spec(entry: Entry<'_>, secrets: &dyn SecretSource) -> Result<KeySpec
             .map_err(|m| with_id(KeyringError::new(m))),
     };
     let created_at = instant("created", entry.created)?;
-    let mint_from = instant("mint_from", entry.mint_from)?;
-    let retire_at = instant("retire_at", entry.retire_at)?;
-    for (field, dt) in [
-        ("mint_from", entry.mint_from),
-        ("retire_at", entry.retire_at),
-    ] {
-        if dt
-            .and_then(|dt| dt.time)
-            .and_then(|t| t.nanosecond)
-            .is_some_and(|n| n != 0)
-        {
-            return Err(with_id(KeyringError::new(format!(
-                "`{field}` must be a whole second (a schedule counts in seconds, as tokens do)"
-            ))));
-        }
-    }
+    let scheduled = |field: &str, dt: Option<toml::value::Datetime>| match dt {
+        None => Ok(None),
+        Some(dt) => schedule_instant(field, &dt)
+            .map(Some)
+            .map_err(|m| with_id(KeyringError::new(m))),
+    };
+    let mint_from = scheduled("mint_from", entry.mint_from)?;
+    let retire_at = scheduled("retire_at", entry.retire_at)?;
     let secret = match (entry.secret, entry.secret_file, entry.secret_env) {
         (Some(text), None, None) => Secret::from_base64(text).map_err(with_id)?,
         (None, Some(path), None) => resolve(secrets, SecretRef::File(path)).map_err(with_id)?,
@@ -432,6 +424,61 @@ fn resolve(secrets: &dyn SecretSource, reference: SecretRef<'_>) -> Result<Secre
         .resolve(reference)
         .map_err(|message| KeyringError::new(format!("{field}: {message}")))?;
     Secret::from_base64(&text).map_err(|e| KeyringError::new(format!("{field}: {}", e.message())))
+}
+
+/// The last instant a schedule can name, 9999-12-31T23:59:59Z: RFC 3339
+/// years have four digits, and an offset must not carry an instant past it.
+const LAST_SCHEDULE_INSTANT: u64 = 253_402_300_799;
+
+/// `mint_from` / `retire_at` (docs/KEYRING.md, "How an instant is read"): a
+/// TOML offset date-time with its seconds written and no fraction, second
+/// 0 to 59, the offset applied, within 1970-01-01T00:00:00Z ..=
+/// 9999-12-31T23:59:59Z. Decided on the parsed value, so a table and an
+/// inline table read alike; the TOML reader has already refused an
+/// impossible calendar date.
+fn schedule_instant(field: &str, dt: &toml::value::Datetime) -> Result<u64, String> {
+    let (Some(_), Some(time), Some(offset)) = (dt.date, dt.time, dt.offset) else {
+        return Err(format!(
+            "{field} must be a full date-time with an offset, e.g. 2026-11-30T12:00:00Z"
+        ));
+    };
+    // A fraction is refused however it is written (`.0` too): a schedule
+    // counts in whole seconds, and a reader that kept fewer digits than
+    // another would otherwise see a different file.
+    if time.nanosecond.is_some() {
+        return Err(format!(
+            "`{field}` must be a whole second, written without a fraction \
+             (a schedule counts in seconds, as tokens do)"
+        ));
+    }
+    match time.second {
+        None => {
+            return Err(format!(
+                "`{field}` must write its seconds (RFC 3339), e.g. 2026-11-30T12:00:00Z"
+            ));
+        }
+        Some(60) => {
+            return Err(format!(
+                "`{field}` names second 60 (a leap second), which unix time does not count; \
+                 write the second before or the minute after"
+            ));
+        }
+        Some(_) => {}
+    }
+    if let toml::value::Offset::Custom { minutes } = offset
+        && minutes.unsigned_abs() > 23 * 60 + 59
+    {
+        return Err(format!(
+            "`{field}` has an offset outside -23:59..=+23:59; write it in UTC (Z) or with an offset in that range"
+        ));
+    }
+    let at = datetime_to_unix(field, dt)?;
+    if at > LAST_SCHEDULE_INSTANT {
+        return Err(format!(
+            "{field} is after 9999-12-31T23:59:59Z once its offset is applied"
+        ));
+    }
+    Ok(at)
 }
 
 /// Converts a TOML offset date-time (the value of `field`) to unix seconds.

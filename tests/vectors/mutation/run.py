@@ -78,6 +78,7 @@ SETS = [
             "test_keyring_vectors",
             "test_policy_vectors",
             "test_schedule_vectors",
+            "test_keyring_text_vectors",
             "test_single_use_vectors_remint_identically",
             "test_single_use_vectors_are_consumed_once_and_never_verified",
             "test_shared_lifetime_vectors",

@@ -450,6 +450,28 @@ fn schedule_vectors_mint_with_the_scheduled_key_and_refuse_retired_ones() {
             if at.deterministic {
                 assert_eq!(minted.token, at.token, "{} at {}", v.name, at.now);
             }
+            // Single-use tokens and sealed payloads: minted by the same key.
+            let single_use = codec
+                .mint_single_use(
+                    binding,
+                    &claims.step,
+                    &state,
+                    Duration::from_secs(claims.ttl),
+                )
+                .unwrap_or_else(|e| panic!("{} at {}: {e}", v.name, at.now));
+            assert_eq!(
+                single_use.key_id.get(),
+                at.minting,
+                "{} at {}",
+                v.name,
+                at.now
+            );
+            let aad = reqstate::Aad::new(&context).expect("aad");
+            let state_cbor = hex::decode(&claims.state_cbor).expect("hex");
+            let sealed = codec
+                .seal(&state_cbor, aad)
+                .unwrap_or_else(|e| panic!("{} at {}: {e}", v.name, at.now));
+            assert_eq!(sealed.key_id.get(), at.minting, "{} at {}", v.name, at.now);
             let verified = codec
                 .verify_raw(&at.token, binding.step(&claims.step))
                 .unwrap_or_else(|e| panic!("{} at {}: {e}", v.name, at.now));
@@ -463,6 +485,42 @@ fn schedule_vectors_mint_with_the_scheduled_key_and_refuse_retired_ones() {
                     Err(e) => e.reason().to_string(),
                 };
                 assert_eq!(got, t.result, "{} at {}: key {}", v.name, at.now, t.key_id);
+                for other in &t.others {
+                    let reason = |r: Result<(), &'static str>| match r {
+                        Ok(()) => "ok",
+                        Err(reason) => reason,
+                    };
+                    let got = match other.operation.as_str() {
+                        "verify" => reason(
+                            codec
+                                .verify_raw(&other.token, binding.step(&claims.step))
+                                .map(drop)
+                                .map_err(|e| e.reason()),
+                        ),
+                        "consume" => reason(
+                            codec
+                                .consume::<ciborium::Value>(
+                                    &other.token,
+                                    binding.step(&claims.step),
+                                    &MemoryReplayStore::new(16),
+                                )
+                                .map(drop)
+                                .map_err(|e| e.reason()),
+                        ),
+                        "unseal" => reason(
+                            codec
+                                .unseal(&other.token, aad)
+                                .map(drop)
+                                .map_err(|e| e.reason()),
+                        ),
+                        op => panic!("{}: unknown operation {op}", v.name),
+                    };
+                    assert_eq!(
+                        got, other.result,
+                        "{} at {}: key {}: {}",
+                        v.name, at.now, t.key_id, other.what
+                    );
+                }
                 let key = keyring.get(reqstate::KeyId::new(t.key_id)).expect("a key");
                 let status = keyring.status_at(key, at.now);
                 assert_eq!(
@@ -478,6 +536,51 @@ fn schedule_vectors_mint_with_the_scheduled_key_and_refuse_retired_ones() {
                     v.name
                 );
             }
+        }
+    }
+}
+
+/// `keyring_texts`: each TOML text through the core's own reader (tables and
+/// inline tables alike, docs/KEYRING.md "How an instant is read"): refused,
+/// or at each instant the minting key and the keys not retired.
+#[test]
+fn keyring_text_vectors_read_every_instant_by_one_rule() {
+    let file = load();
+    let (accepted, refused): (Vec<_>, Vec<_>) = file
+        .keyring_texts
+        .iter()
+        .partition(|v| v.expect_fail.is_none());
+    assert!(
+        accepted.len() >= 15 && refused.len() >= 50,
+        "the set shrank"
+    );
+    for v in &file.keyring_texts {
+        let keyring = match (Keyring::from_toml(&v.toml), &v.expect_fail) {
+            (Ok(k), None) => k,
+            (Err(e), Some(reason)) => {
+                assert_eq!(e.reason(), reason, "{}: {e}", v.name);
+                continue;
+            }
+            (got, want) => panic!("{}: got {:?}, want {want:?}", v.name, got.map(drop)),
+        };
+        assert!(!v.at.is_empty(), "{}", v.name);
+        for at in &v.at {
+            assert_eq!(
+                keyring.minting_key(at.now).id().get(),
+                at.minting,
+                "{} at {}",
+                v.name,
+                at.now
+            );
+            let verifying: Vec<u32> = keyring
+                .keys()
+                .into_iter()
+                .filter(|k| !k.is_retired_at(at.now))
+                .map(|k| k.id().get())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            assert_eq!(verifying, at.verifying, "{} at {}", v.name, at.now);
         }
     }
 }

@@ -26,6 +26,31 @@ pub(crate) struct VectorFile {
     pub(crate) policies: Vec<PolicyVector>,
     pub(crate) shared_lifetimes: Vec<SharedLifetimeVector>,
     pub(crate) schedules: Vec<ScheduleVector>,
+    pub(crate) keyring_texts: Vec<KeyringTextVector>,
+}
+
+/// A keyring file as its TOML text (docs/KEYRING.md, "How an instant is
+/// read"), loaded without a policy: refused with `expect_fail`, or, at each
+/// instant of `at`, minting with one key and verifying with the keys given.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct KeyringTextVector {
+    pub(crate) name: String,
+    pub(crate) toml: String,
+    /// The refusal's name (`invalid_keyring`); absent if the file loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expect_fail: Option<String>,
+    /// What the keyring does at given instants, when it loads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) at: Vec<KeyringTextCheck>,
+}
+
+/// A keyring text at one instant: the minting key, and the ids of the keys
+/// not retired then (in increasing id; every other key is retired).
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct KeyringTextCheck {
+    pub(crate) now: u64,
+    pub(crate) minting: u32,
+    pub(crate) verifying: Vec<u32>,
 }
 
 /// A keyring file whose keys carry a schedule (docs/KEYRING.md, "Keys on a
@@ -79,6 +104,21 @@ pub(crate) struct ScheduleCheck {
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 pub(crate) struct ScheduleToken {
     pub(crate) key_id: u32,
+    pub(crate) token: String,
+    pub(crate) result: String,
+    /// More of that key's tokens, each put through `operation` at `now`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) others: Vec<ScheduleOther>,
+}
+
+/// One more token of a key in a [`ScheduleToken`]: `operation` ("verify",
+/// "consume" with an empty store, "unseal" with the claims' context as the
+/// aad) at `now` gives `result` ("ok" or the refusal's name). `what` says
+/// which token it is.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
+pub(crate) struct ScheduleOther {
+    pub(crate) what: String,
+    pub(crate) operation: String,
     pub(crate) token: String,
     pub(crate) result: String,
 }

@@ -14,6 +14,7 @@ mod defaults;
 mod edges;
 mod forge;
 mod invalid;
+mod keyring_texts;
 mod mint_invalid;
 mod minted;
 mod rules;
@@ -44,6 +45,7 @@ pub(crate) fn generate() -> VectorFile {
     let policies = config::policies();
     let shared_lifetimes = config::shared_lifetimes();
     let schedules = schedules::schedules();
+    let keyring_texts = keyring_texts::keyring_texts();
     let minted::Minted {
         keys,
         mut valid,
@@ -92,7 +94,15 @@ pub(crate) fn generate() -> VectorFile {
                       with `expect_fail`, or, at each `now` of `at`, minting `claims` (with `tool` and \
                       `context`, for `ttl` seconds) uses key `minting` and gives `token` when `deterministic`, \
                       `token` verifies, and each of `tokens` (the claims minted at `now` by that key alone) \
-                      verifies from its `key_id` (`result` \"ok\") or is refused with `result`. `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
+                      verifies from its `key_id` (`result` \"ok\") or is refused with `result`; each of a token's \
+                      `others` (`what` says which token) put through `operation` at `now` (\"verify\"; \
+                      \"consume\" with an empty store; \"unseal\" with `context` as the aad) gives `result`. \
+                      Single-use tokens and sealed payloads minted at `now` are minted by key `minting` too. \
+                      `keyring_texts` are keyring files as their TOML `toml` text \
+                      (docs/KEYRING.md, How an instant is read), loaded without a policy: refused with \
+                      `expect_fail`, or, at each `now` of `at`, the minting key is `minting` and the keys not \
+                      retired are `verifying` (ids, increasing; every other key of the file is retired). \
+                      `single_use` tokens (FORMAT.md section 5.1, kind 2) were minted \
                       under their key_id as the only, primary key at `now`, the random source handing out \
                       the 16 bytes of `token_id` first and then (XChaCha20-Poly1305) the 24 bytes of \
                       `random`; each is consumed at `now` with an empty store, which succeeds with its \
@@ -129,5 +139,6 @@ pub(crate) fn generate() -> VectorFile {
         policies,
         shared_lifetimes,
         schedules,
+        keyring_texts,
     }
 }

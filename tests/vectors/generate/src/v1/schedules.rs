@@ -6,13 +6,15 @@
 
 use std::time::Duration;
 
-use reqstate::{Codec, FixedClock, Keyring, Refusal};
+use base64::Engine as _;
+use reqstate::{Aad, Codec, FixedClock, Keyring, MemoryReplayStore, Refusal};
 
 use super::REFERENCE_CONTEXT;
 use super::codec::{Scripted, base64_standard, bind, keyring_file_toml, try_policy};
 use super::minted::reference;
 use crate::schema::{
-    KeyringEntry, ScheduleCheck, ScheduleClaims, ScheduleToken, ScheduleVector, VectorPolicy,
+    KeyringEntry, ScheduleCheck, ScheduleClaims, ScheduleOther, ScheduleToken, ScheduleVector,
+    VectorPolicy,
 };
 
 /// 2026-12-01T12:00:00Z.
@@ -148,6 +150,35 @@ pub(super) fn schedules() -> Vec<ScheduleVector> {
             expect(m2, 3, &[]),
             expect(m3 - 1, 3, &[]),
             expect(m3, 7, &[]),
+        ],
+    );
+    ok(
+        "the mint order is by mint_from where id order differs (key 9 takes over before key 3)",
+        vec![
+            key(5, H, "primary"),
+            mint_from(key(3, H, "active"), m3),
+            mint_from(key(9, H, "active"), m2),
+        ],
+        served(),
+        vec![
+            expect(m2 - 1, 5, &[]),
+            expect(m2, 9, &[]),
+            expect(m3 - 1, 9, &[]),
+            expect(m3, 3, &[]),
+            expect(m3 + 1, 3, &[]),
+        ],
+    );
+    ok(
+        "retire_at ends every kind: state, single-use and sealed tokens of an XChaCha20-Poly1305 key",
+        vec![
+            retire_at(key(1, X, "primary"), m2 + LIVE),
+            mint_from(key(2, X, "active"), m2),
+        ],
+        served(),
+        vec![
+            expect(m2 - 1, 1, &[]),
+            expect(m2 + LIVE - 1, 2, &[]),
+            expect(m2 + LIVE, 2, &[1]),
         ],
     );
     ok(
@@ -305,6 +336,17 @@ pub(super) fn schedules() -> Vec<ScheduleVector> {
         written("mint_from as a date alone", "mint_from", "2026-12-01"),
         written("retire_at before 1970", "retire_at", "1969-12-31T23:59:59Z"),
         written(
+            "mint_from on second 60 (a leap second)",
+            "mint_from",
+            "2016-12-31T23:59:60Z",
+        ),
+        written("mint_from on Feb 30", "mint_from", "2026-02-30T00:00:00Z"),
+        written(
+            "mint_from with a zero fraction (no fraction however written)",
+            "mint_from",
+            "2026-12-01T12:05:00.0Z",
+        ),
+        written(
             "retire_at with a fraction of a second",
             "retire_at",
             "2026-12-01T12:05:00.001Z",
@@ -351,9 +393,10 @@ fn refused(name: &str, keys: Vec<KeyringEntry>, policy: VectorPolicy) -> Schedul
     }
 }
 
-/// The random bytes a check's XChaCha20-Poly1305 mint draws.
+/// The random bytes a check's mints draw (the first 24: its
+/// XChaCha20-Poly1305 state token's; then single-use token ids and nonces).
 fn random() -> Vec<u8> {
-    (0..24u8)
+    (0..240u8)
         .map(|i| i.wrapping_mul(11).wrapping_add(5))
         .collect()
 }
@@ -382,6 +425,13 @@ fn accepted(
         let codec = Codec::with_parts(keyring, served, FixedClock(e.now), Scripted::new(&random()));
         let minted = codec.mint(binding, STEP, &state, ttl).expect("mints");
         assert_eq!(minted.key_id.get(), e.minting, "{name} at {}", e.now);
+        // Every kind is minted by the key that mints at `now`.
+        let single_use = codec
+            .mint_single_use(binding, STEP, &state, ttl)
+            .expect("mints");
+        assert_eq!(single_use.key_id.get(), e.minting, "{name} at {}", e.now);
+        let sealed = codec.seal(&state_cbor(&state), aad()).expect("seals");
+        assert_eq!(sealed.key_id.get(), e.minting, "{name} at {}", e.now);
         codec
             .verify::<ciborium::Value>(&minted.token, binding.step(STEP))
             .unwrap_or_else(|r| panic!("{name} at {}: its own token: {r}", e.now));
@@ -412,10 +462,12 @@ fn accepted(
                 "{name} at {}: key {id}",
                 e.now
             );
+            let others = others(&codec, &own, k, e.now, &token, result, &state);
             tokens.push(ScheduleToken {
                 key_id: id,
                 token,
                 result: result.into(),
+                others,
             });
         }
         at.push(ScheduleCheck {
@@ -434,4 +486,143 @@ fn accepted(
         claims: Some(claims),
         at,
     }
+}
+
+fn state_cbor(state: &ciborium::Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    ciborium::into_writer(state, &mut out).expect("cbor");
+    out
+}
+
+fn aad() -> Aad<'static> {
+    Aad::new(REFERENCE_CONTEXT).expect("a short aad")
+}
+
+/// The reason of a verify, consume or unseal, "ok" if accepted.
+fn outcome<T, E: core::fmt::Display>(
+    r: Result<T, E>,
+    reason: impl Fn(&E) -> &'static str,
+) -> String {
+    match r {
+        Ok(_) => "ok".into(),
+        Err(e) => reason(&e).into(),
+    }
+}
+
+/// Key `k`'s other tokens at `now` (`own`: a codec with `k` as its only,
+/// primary key) put through the scheduled keyring's `codec`: its
+/// single-use token consumed and its sealed payload unsealed (`retire_at`
+/// ends every kind), and tokens that pin where step 7 checks `retire_at`:
+/// after step 6 (the kind), before the algorithm and before the tag.
+fn others(
+    codec: &Codec,
+    own: &Codec,
+    k: &KeyringEntry,
+    now: u64,
+    token: &str,
+    result: &str,
+    state: &ciborium::Value,
+) -> Vec<ScheduleOther> {
+    let binding = bind(TOOL, REFERENCE_CONTEXT);
+    let ttl = Duration::from_secs(TTL.min(codec.policy().max_lifetime()));
+    let retired = result == "retired_key";
+    let or = |refused: &str| if retired { "retired_key" } else { refused }.to_string();
+    let verify = |t: &str| outcome(codec.verify_raw(t, binding.step(STEP)), |e| e.reason());
+    let consume = |t: &str| {
+        let store = MemoryReplayStore::new(16);
+        outcome(
+            codec.consume::<ciborium::Value>(t, binding.step(STEP), &store),
+            |e| e.reason(),
+        )
+    };
+    let single_use = own
+        .mint_single_use(binding, STEP, state, ttl)
+        .expect("mints")
+        .token;
+    let sealed = own.seal(&state_cbor(state), aad()).expect("seals").token;
+    // The same key id and secret under the other algorithm: a genuine token
+    // whose algorithm is not the key's.
+    let other_algorithm = KeyringEntry {
+        algorithm: Some(
+            if k.algorithm.as_deref() == Some(H) {
+                X
+            } else {
+                H
+            }
+            .into(),
+        ),
+        status: Some("primary".into()),
+        mint_from: None,
+        retire_at: None,
+        ..k.clone()
+    };
+    let other = Keyring::from_toml(&keyring_file_toml(None, &[other_algorithm])).expect("one key");
+    let other = Codec::with_parts(
+        other,
+        *codec.policy(),
+        FixedClock(now),
+        Scripted::new(&random()),
+    );
+    let wrong_algorithm = other.mint(binding, STEP, state, ttl).expect("mints").token;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut raw = engine.decode(token).expect("base64url");
+    *raw.last_mut().expect("a tag") ^= 1;
+    let bad_tag = engine.encode(raw);
+    let unsealed = outcome(codec.unseal(&sealed, aad()), |e| e.reason());
+    let list = [
+        (
+            "its single-use token, consumed",
+            "consume",
+            single_use.clone(),
+            consume(&single_use),
+            or("ok"),
+        ),
+        (
+            "its sealed payload, unsealed",
+            "unseal",
+            sealed,
+            unsealed,
+            or("ok"),
+        ),
+        (
+            "its single-use token, verified (step 6 comes before step 7)",
+            "verify",
+            single_use,
+            String::new(),
+            "single_use".into(),
+        ),
+        (
+            "its state token, consumed (step 6 comes before step 7)",
+            "consume",
+            token.to_string(),
+            consume(token),
+            "wrong_kind".into(),
+        ),
+        (
+            "a genuine token of the other algorithm under its id and secret",
+            "verify",
+            wrong_algorithm.clone(),
+            verify(&wrong_algorithm),
+            or("algorithm_mismatch"),
+        ),
+        (
+            "its state token with the last tag byte flipped",
+            "verify",
+            bad_tag.clone(),
+            verify(&bad_tag),
+            or("authentication_failed"),
+        ),
+    ];
+    list.into_iter()
+        .map(|(what, operation, token, got, want)| {
+            let got = if got.is_empty() { verify(&token) } else { got };
+            assert_eq!(got, want, "{what} at {now}");
+            ScheduleOther {
+                what: what.into(),
+                operation: operation.into(),
+                token,
+                result: want,
+            }
+        })
+        .collect()
 }
