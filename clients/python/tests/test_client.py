@@ -546,3 +546,69 @@ def test_targets() -> None:
     assert "***" in repr(Client("localhost:1", token="secret")) and "secret" not in repr(
         Client("localhost:1", token="secret")
     )
+
+
+def _non_loopback_local_ip() -> str | None:
+    """The host's own address that is not loopback (to listen on), if any."""
+    try:
+        names = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
+    except OSError:
+        names = []
+    for name in names:
+        if ":" in name or name.startswith("127."):
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind((name, 0))
+            except OSError:
+                continue
+        return name
+    return None
+
+
+def test_a_token_never_goes_in_plaintext_to_another_host(sidecar: Sidecar) -> None:
+    """Security review round 4, finding 2: without TLS credentials a bearer
+    token goes to a Unix socket or loopback only; another host raises before
+    any channel is made, unless `insecure_send_token=True`."""
+    listener = socket.socket()
+    own = _non_loopback_local_ip()
+    # The host's own non-loopback address, to see that nothing connects; on
+    # a machine without one, TEST-NET-1 (never routed, never contacted).
+    if own is not None:
+        listener.bind((own, 0))
+        listener.listen()
+        listener.setblocking(False)
+        outside = f"{own}:{listener.getsockname()[1]}"
+    else:
+        listener.close()
+        outside = "192.0.2.1:50051"
+    try:
+        for target in (outside, f"tcp:{outside}", f"dns:///{outside}", f"ipv4:127.0.0.1:1,{outside}"):
+            with pytest.raises(ValueError) as refused:
+                Client(target, token=AUTH_TOKEN)
+            said = str(refused.value)
+            for hint in ("not a loopback address", "credentials=", "unix://", "insecure_send_token=True"):
+                assert hint in said, (target, said)
+            assert AUTH_TOKEN not in said
+        # Through the MCP codec's client options as well.
+        from reqstate_client.mcp import SidecarCodec
+
+        with pytest.raises(ValueError, match="not a loopback address"):
+            SidecarCodec(outside, AUTH_TOKEN)
+        if own is not None:
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+        # No token, TLS credentials, or told plainly: a channel is made.
+        Client(outside).close()
+        Client(outside, token=AUTH_TOKEN, credentials=grpc.ssl_channel_credentials()).close()
+        Client(outside, token=AUTH_TOKEN, insecure_send_token=True).close()
+    finally:
+        listener.close()
+    # Loopback and Unix sockets keep working with the token.
+    for transport in ("unix", "tcp"):
+        with sidecar.client(transport) as client:
+            assert client.list_keys().keys
+    port = sidecar.target("tcp").rsplit(":", 1)[1]
+    for target in (f"localhost:{port}", f"tcp:localhost:{port}", f"dns:///localhost:{port}"):
+        with Client(target, token=AUTH_TOKEN) as client:
+            assert client.list_keys().keys

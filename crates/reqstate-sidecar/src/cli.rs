@@ -158,6 +158,13 @@ pub struct RemoteArgs {
     /// --auth-token-file format) as `authorization: Bearer`.
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
+    /// With --connect and --auth-token-file: send the bearer token over
+    /// plaintext TCP (no --tls-ca) to an address that is not loopback, where
+    /// anyone on the path can read it. Refused without this flag (exit 64).
+    /// No variable sets it: a `REQSTATE_CONNECT` pointing at another host
+    /// must not be enough to send the token there.
+    #[arg(long, requires = "auth_token_file")]
+    pub insecure_send_token: bool,
     /// With --connect: TLS for a `tcp:` address.
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -245,6 +252,9 @@ pub struct ServeArgs {
 
     /// Only these uids may call over Unix sockets (checked with the socket's
     /// peer credentials). Repeatable; the variable takes a comma-separated list.
+    /// TCP has no peer credentials: beside a TCP listener this is refused
+    /// (exit 64) unless TCP callers authenticate (--auth-token-file or
+    /// --client-ca).
     #[arg(
         long = "allow-uid",
         env = "REQSTATE_ALLOW_UIDS",

@@ -270,7 +270,99 @@ fn check_network_exposure(
     Ok(())
 }
 
+/// Refuses `--allow-uid` beside a TCP listener that has no caller
+/// authentication of its own: the allow-list reads a Unix socket's peer
+/// credentials, which TCP does not carry, so every local process would be
+/// served over loopback TCP while the flags say only the listed uids are.
+/// With a bearer token or client certificates the TCP listener has its own
+/// authentication, and the start log says which applies where
+/// ([`ListenerAuth::describe`]).
+fn check_allow_uids(
+    listen: &[ListenAddr],
+    allow_uids: &[u32],
+    tls: Option<&TlsConfig>,
+    bearer_token: bool,
+) -> Result<(), ConfigError> {
+    if allow_uids.is_empty() {
+        return Ok(());
+    }
+    let client_certificates = tls.is_some_and(|tls| tls.client_ca_pem.is_some());
+    if bearer_token || client_certificates {
+        return Ok(());
+    }
+    match listen
+        .iter()
+        .find(|addr| matches!(addr, ListenAddr::Tcp(_)))
+    {
+        None => Ok(()),
+        Some(addr) => Err(ConfigError::new(format!(
+            "--allow-uid applies only to Unix sockets (it reads the socket's peer \
+             credentials), and --listen {addr} would serve every process that can reach it. \
+             Authenticate TCP callers with --auth-token-file FILE or with client \
+             certificates (--tls-cert, --tls-key and --client-ca), or serve on Unix sockets \
+             only"
+        ))),
+    }
+}
+
+/// The caller authentication a sidecar was started with, as
+/// [`ListenerAuth::describe`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerAuth {
+    /// `--allow-uid` was given (Unix sockets only).
+    pub allow_uids: bool,
+    /// `--auth-token-file` was given (every listener).
+    pub bearer_token: bool,
+    /// `--client-ca` was given (TLS listeners only).
+    pub client_certificates: bool,
+}
+
+/// The kind of a listener, for [`ListenerAuth::describe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// A Unix socket: peer credentials are known.
+    Unix,
+    /// TCP: no peer credentials.
+    Tcp,
+}
+
+impl ListenerAuth {
+    /// Which caller authentication applies to a listener of this kind, for
+    /// the start log: on a Unix socket the uid allow-list and the bearer
+    /// token; on TCP client certificates and the bearer token.
+    pub fn describe(&self, kind: ListenerKind) -> String {
+        let mut parts = Vec::new();
+        match kind {
+            ListenerKind::Unix if self.allow_uids => parts.push("peer uid in --allow-uid"),
+            ListenerKind::Tcp if self.client_certificates => {
+                parts.push("client certificate (--client-ca)");
+            }
+            _ => {}
+        }
+        if self.bearer_token {
+            parts.push("bearer token (--auth-token-file)");
+        }
+        if parts.is_empty() {
+            "none".to_owned()
+        } else {
+            parts.join(" and ")
+        }
+    }
+}
+
 impl ServeConfig {
+    /// The caller authentication this configuration applies.
+    pub fn listener_auth(&self) -> ListenerAuth {
+        ListenerAuth {
+            allow_uids: !self.allow_uids.is_empty(),
+            bearer_token: self.bearer_token.is_some(),
+            client_certificates: self
+                .tls
+                .as_ref()
+                .is_some_and(|tls| tls.client_ca_pem.is_some()),
+        }
+    }
+
     /// Checks `serve` flags and reads every file they name: the keyring (with
     /// its permission check), the bearer token and the TLS material. Binds
     /// nothing.
@@ -410,6 +502,14 @@ impl ServeConfig {
             })
             .transpose()?;
 
+        // Not waived by --insecure: the flags contradict each other, whatever
+        // the network.
+        check_allow_uids(
+            &listen,
+            &args.allow_uids,
+            tls.as_ref(),
+            bearer_token.is_some(),
+        )?;
         if !args.insecure {
             check_network_exposure(&listen, metrics, tls.as_ref(), bearer_token.is_some())?;
         }

@@ -4,8 +4,16 @@
 //! TLS if asked) or `unix:PATH` (the forms of `serve --listen`), and an
 //! optional bearer token read from a file in the format of `serve
 //! --auth-token-file`.
+//!
+//! The token is the fleet's caller credential, and with it a signing
+//! oracle: it is never sent in plaintext to another host (a `tcp:` address
+//! without `--tls-ca` must resolve to loopback addresses only, unless
+//! `--insecure-send-token`), its header is marked sensitive (never
+//! HPACK-indexed, hidden from `Debug`), and its file is read with the
+//! server's guards (no FIFO waited on, no endless file read).
 
 use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,6 +21,7 @@ use hyper_util::rt::TokioIo;
 use reqstate_proto::v1::request_state_client::RequestStateClient;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+use zeroize::Zeroizing;
 
 use crate::cli::TlsArgs;
 use crate::config::ListenAddr;
@@ -55,6 +64,9 @@ pub struct Target {
     pub connect_timeout: Duration,
     /// TLS for a `tcp:` address (`--tls-ca` …); none: plain HTTP/2.
     pub tls: TlsArgs,
+    /// `--insecure-send-token`: send the bearer token over plaintext TCP to
+    /// a host that is not loopback (refused otherwise).
+    pub insecure_send_token: bool,
 }
 
 impl Target {
@@ -65,7 +77,15 @@ impl Target {
             auth_token_file: None,
             connect_timeout: Duration::from_secs(5),
             tls: TlsArgs::default(),
+            insecure_send_token: false,
         }
+    }
+
+    /// Sends the bearer token over plaintext TCP to a host that is not
+    /// loopback too (`--insecure-send-token`).
+    pub fn insecure_send_token(mut self, allowed: bool) -> Self {
+        self.insecure_send_token = allowed;
+        self
     }
 
     /// Connects with these TLS settings.
@@ -216,20 +236,88 @@ pub fn status_text(status: &tonic::Status) -> String {
 }
 
 /// Reads the first token of a bearer-token file (one per line, blank lines
-/// and `#` comments skipped).
-pub fn read_bearer_token(path: &Path) -> Result<String, ConnectError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConnectError(format!("--auth-token-file {}: {e}", path.display())))?;
+/// and `#` comments skipped), with the guards the server applies to its own
+/// token file ([`reqstate_keyring_file::read_protected_file`]): opened
+/// without blocking (a FIFO is refused, not waited on past `--timeout-ms`), a
+/// regular file of at most [`crate::bearer::MAX_FILE_LEN`] bytes (never
+/// `/dev/zero` read until memory runs out), owned by this user or root,
+/// writable by no one else, on a path no other user can replace. Group or
+/// others may read it: a token shared with the callers' group (a Kubernetes
+/// Secret mounted 0440) is how a client gets the fleet's token, and the
+/// client has no `--allow-insecure-keyring-permissions` to say so.
+pub fn read_bearer_token(path: &Path) -> Result<Zeroizing<String>, ConnectError> {
+    let refused = |what: String| {
+        ConnectError(format!(
+            "--auth-token-file {}: {what}; give a regular file of at most {} bytes holding \
+             the token (the format of `serve --auth-token-file`)",
+            path.display(),
+            crate::bearer::MAX_FILE_LEN
+        ))
+    };
+    let bytes = reqstate_keyring_file::read_protected_file(
+        path,
+        reqstate_keyring_file::KeyringPermissions::AllowGroupOrOtherReadable,
+        crate::bearer::MAX_FILE_LEN,
+    )
+    .map_err(|e| match e {
+        reqstate_keyring_file::KeyringLoadError::NotAKeyringFile {
+            what: "larger than its limit",
+            ..
+        } => refused(format!("larger than {} bytes", crate::bearer::MAX_FILE_LEN)),
+        e => refused(e.describe_as("bearer token file")),
+    })?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| refused("not UTF-8 text".into()))?;
     text.lines()
         .map(str::trim)
         .find(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(str::to_owned)
+        .map(|token| Zeroizing::new(token.to_owned()))
         .ok_or_else(|| {
             ConnectError(format!(
                 "--auth-token-file {}: no token in the file",
                 path.display()
             ))
         })
+}
+
+/// The `authorization` value of `token`, marked sensitive: h2 never adds
+/// it to the HPACK table (where a later header could probe it by
+/// compression) and `Debug` prints `Sensitive`, not the token.
+fn authorization_value(token: &str) -> Option<MetadataValue<Ascii>> {
+    let header = Zeroizing::new(format!("Bearer {token}"));
+    let mut value = MetadataValue::try_from(header.as_str()).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// Whether `ip` is a loopback address (`::ffff:127.0.0.1` included).
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+/// Refuses to send a bearer token in plaintext to a host that is not
+/// loopback: `connected` is the address the channel dials, and every
+/// address `text`'s host resolves to must be loopback too (`localhost` may
+/// resolve to another host on a misconfigured machine).
+fn check_plaintext_token(text: &str, connected: SocketAddr) -> Result<(), ConnectError> {
+    let host_port = text.strip_prefix("tcp:").unwrap_or(text);
+    let resolved: Vec<SocketAddr> = host_port
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    let outside = std::iter::once(connected)
+        .chain(resolved)
+        .find(|addr| !is_loopback(addr.ip()));
+    match outside {
+        None => Ok(()),
+        Some(addr) => Err(ConnectError(format!(
+            "--auth-token-file with --connect {text}: {} is not a loopback address and the \
+             connection is plaintext, so the bearer token would cross the network readable \
+             by anyone on the path. Give --tls-ca FILE (TLS), connect over a Unix socket \
+             (--connect unix:PATH), or give --insecure-send-token if the network is trusted \
+             entirely",
+            addr.ip()
+        ))),
+    }
 }
 
 /// An error and its sources, one line (`reqstate health` uses it too).
@@ -256,15 +344,22 @@ impl Connection {
             .map_err(|e| ConnectError(e.to_string()))?;
         let authorization = match &target.auth_token_file {
             Some(path) => {
+                // Before the file is read and before anything connects: a
+                // refused target never sees a byte.
+                if let ListenAddr::Tcp(connected) = &parsed
+                    && target.tls.tls_ca.is_none()
+                    && !target.insecure_send_token
+                {
+                    check_plaintext_token(address, *connected)?;
+                }
                 let token = read_bearer_token(path)?;
-                Some(
-                    MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
-                        ConnectError(format!(
-                            "--auth-token-file {}: the token is not a valid header value",
-                            path.display()
-                        ))
-                    })?,
-                )
+                Some(authorization_value(&token).ok_or_else(|| {
+                    ConnectError(format!(
+                        "--auth-token-file {}: the token is not a valid header value \
+                         (visible ASCII without spaces)",
+                        path.display()
+                    ))
+                })?)
             }
             None => None,
         };
@@ -355,7 +450,8 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("token");
         std::fs::write(&path, "# the fleet's token\n\n  abc123  \nold\n")?;
-        assert_eq!(read_bearer_token(&path)?, "abc123");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        assert_eq!(read_bearer_token(&path)?.as_str(), "abc123");
         std::fs::write(&path, "# nothing\n\n")?;
         assert!(read_bearer_token(&path).is_err());
         Ok(())
@@ -381,5 +477,74 @@ mod tests {
                 .is_err_and(|e| e.to_string().contains("cannot connect")),
             "{e:?}"
         );
+    }
+
+    /// Security review round 4, finding 2: the header is never
+    /// HPACK-indexed and `Debug` does not show the token.
+    #[test]
+    fn the_authorization_value_is_sensitive() {
+        let value = authorization_value("s3cret-token").expect("a valid header value");
+        assert!(value.is_sensitive());
+        assert_eq!(value.to_str().ok(), Some("Bearer s3cret-token"));
+        assert!(!format!("{value:?}").contains("s3cret"), "{value:?}");
+        assert!(authorization_value("two words\n").is_none());
+    }
+
+    /// Security review round 4, finding 2: a plaintext token goes to
+    /// loopback only, whatever the host resolves to.
+    #[test]
+    fn a_plaintext_token_goes_to_loopback_only() {
+        let v4: SocketAddr = "127.0.0.1:50051".parse().expect("addr");
+        let v6: SocketAddr = "[::1]:50051".parse().expect("addr");
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:50051".parse().expect("addr");
+        let outside: SocketAddr = "192.0.2.1:50051".parse().expect("addr");
+        assert!(check_plaintext_token("tcp:127.0.0.1:50051", v4).is_ok());
+        assert!(check_plaintext_token("tcp:[::1]:50051", v6).is_ok());
+        assert!(check_plaintext_token("tcp:[::ffff:127.0.0.1]:50051", mapped).is_ok());
+        let e = check_plaintext_token("tcp:192.0.2.1:50051", outside).expect_err("refused");
+        assert!(e.is_usage(), "{e}");
+        for hint in [
+            "192.0.2.1",
+            "--tls-ca",
+            "unix:PATH",
+            "--insecure-send-token",
+        ] {
+            assert!(e.to_string().contains(hint), "{hint}: {e}");
+        }
+        // The address dialled counts even if the name resolves elsewhere.
+        assert!(check_plaintext_token("tcp:127.0.0.1:50051", outside).is_err());
+        assert!(
+            check_plaintext_token("tcp:0.0.0.0:50051", "0.0.0.0:50051".parse().expect("addr"))
+                .is_err()
+        );
+    }
+
+    /// Security review round 4: the client reads its token file with the
+    /// server's guards, promptly.
+    #[test]
+    fn a_token_file_that_is_not_a_small_regular_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success(), "mkfifo");
+        let e = read_bearer_token(&fifo).expect_err("a FIFO");
+        assert!(
+            e.is_usage() && e.to_string().contains("not a regular file"),
+            "{e}"
+        );
+        let e = read_bearer_token(Path::new("/dev/zero")).expect_err("/dev/zero");
+        assert!(
+            e.is_usage() && e.to_string().contains("not a regular file"),
+            "{e}"
+        );
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; crate::bearer::MAX_FILE_LEN as usize + 1]).expect("write");
+        std::fs::set_permissions(&big, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+        let e = read_bearer_token(&big).expect_err("too big");
+        assert!(e.to_string().contains("larger than 65536 bytes"), "{e}");
     }
 }

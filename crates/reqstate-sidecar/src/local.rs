@@ -333,7 +333,8 @@ fn run_verify(command: &str, args: VerifyArgs) -> u8 {
                     let now = redemption.now();
                     let spend = crate::replay::Spend::of(&redemption);
                     let recorded = runtime.block_on(replay.record(spend, now));
-                    crate::replay::finish(redemption, recorded).map_err(VerifyError::Unspent)?
+                    crate::replay::finish(redemption, recorded)
+                        .map_err(|e| VerifyError::Unspent(e.for_one_run()))?
                 }
                 // A record for this run only (see `--consume`).
                 None => redemption

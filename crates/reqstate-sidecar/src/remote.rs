@@ -37,7 +37,8 @@ pub fn target(remote: &RemoteArgs) -> Result<Target, String> {
     }
     let mut target = Target::new(address)
         .tls(remote.tls.clone())
-        .timeout(Duration::from_millis(timeout_ms));
+        .timeout(Duration::from_millis(timeout_ms))
+        .insecure_send_token(remote.insecure_send_token);
     if let Some(file) = &remote.auth_token_file {
         target = target.auth_token_file(file);
     }

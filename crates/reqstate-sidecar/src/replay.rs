@@ -196,29 +196,101 @@ impl Spend {
     }
 }
 
-/// Why a store did not record a token, with what the caller should know
-/// beyond the reason (a clock out of bounds, an outcome that is unknown).
+/// What a caller reads of a store failure beyond its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreDetail {
+    /// The reason's own message says it all: the token was not recorded.
+    Plain,
+    /// The token was not recorded, and why (a clock out of bounds, a store
+    /// that could not be reached).
+    NotRecorded(Arc<str>),
+    /// The store's answer was lost after the record was sent (`cause`:
+    /// what went wrong), and what a retry gets. The reason's own message
+    /// ("the token was not recorded") would be false here, so it is not
+    /// used.
+    OutcomeUnknown {
+        /// What went wrong (a timeout, a dropped connection).
+        cause: Arc<str>,
+        /// What a retry of the same consume gets.
+        retry: RetryOffer,
+    },
+}
+
+/// What a retry of a consume of unknown outcome gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryOffer {
+    /// This sidecar remembers the attempt: its retry is accepted once,
+    /// whether or not the attempt recorded the token.
+    Remembered,
+    /// This sidecar's memory of such attempts is full: a retry is accepted
+    /// only if the attempt did not record the token.
+    MemoryFull,
+    /// A command-line run: the attempt ends with the process, so a later
+    /// consume is accepted only if this one did not record the token.
+    ProcessEnds,
+}
+
+impl StoreDetail {
+    /// The message a person reads for a failure with this reason.
+    pub fn message(&self, error: &StoreError) -> String {
+        match self {
+            StoreDetail::Plain => error.to_string(),
+            StoreDetail::NotRecorded(why) => format!("{error}: {why}"),
+            StoreDetail::OutcomeUnknown { cause, retry } => outcome_unknown_message(cause, *retry),
+        }
+    }
+}
+
+/// Why a store did not record a token (or may not have), with what the
+/// caller should know beyond the reason.
 #[derive(Debug, Clone)]
 pub struct StoreFailure {
     /// The reason: full or unavailable.
     pub error: StoreError,
-    /// What to tell the caller, if more than the reason says.
-    pub why: Option<Arc<str>>,
+    /// What to tell the caller beyond the reason.
+    pub why: StoreDetail,
 }
 
 impl StoreFailure {
     fn unavailable(why: impl Into<Arc<str>>) -> Self {
         StoreFailure {
             error: StoreError::Unavailable,
-            why: Some(why.into()),
+            why: StoreDetail::NotRecorded(why.into()),
         }
     }
 }
 
 impl From<StoreError> for StoreFailure {
     fn from(error: StoreError) -> Self {
-        StoreFailure { error, why: None }
+        StoreFailure {
+            error,
+            why: StoreDetail::Plain,
+        }
     }
+}
+
+/// The message of a consume whose record was sent but whose answer was
+/// lost (`failure`: what went wrong), with what the caller can do.
+fn outcome_unknown_message(failure: &str, retry: RetryOffer) -> String {
+    let retry = match retry {
+        RetryOffer::Remembered => {
+            "Retry the same consume through this same sidecar: the retry is accepted once, \
+             whether or not this attempt recorded the token"
+        }
+        RetryOffer::MemoryFull => {
+            "Retry the same consume: the retry is accepted only if this attempt did not \
+             record the token, and refused as replayed if it did (this sidecar already \
+             remembers as many consumes of unknown outcome as it keeps)"
+        }
+        RetryOffer::ProcessEnds => {
+            "Retry the same consume: a later run is accepted only if this one did not record \
+             the token, and refused as replayed if it did (a run's attempt ends with it)"
+        }
+    };
+    format!(
+        "{failure}: the replay store's answer was lost, so the token may or may not be spent; \
+         it was not accepted. {retry}"
+    )
 }
 
 /// A store's answer for one token: `Ok(true)` if this call recorded it.
@@ -230,13 +302,31 @@ pub type Recorded = Result<bool, StoreFailure>;
 pub enum Unspent {
     /// The token was refused: [`reqstate::Refusal::Replayed`].
     Refused(reqstate::Refusal),
-    /// The store did not record the token, with what the caller should know
-    /// beyond the reason (a clock out of bounds, an outcome that is unknown
-    /// and how to retry).
-    NotRecorded(StoreError, Option<Arc<str>>),
+    /// The store did not record the token (or its answer was lost), with
+    /// what the caller should know beyond the reason (a clock out of
+    /// bounds, an outcome that is unknown and how to retry).
+    NotRecorded(StoreError, StoreDetail),
 }
 
 impl Unspent {
+    /// The same failure, as a command-line run reports it: the attempt of a
+    /// consume of unknown outcome ends with the process, so no retry finds
+    /// it.
+    pub fn for_one_run(self) -> Unspent {
+        match self {
+            Unspent::NotRecorded(error, StoreDetail::OutcomeUnknown { cause, .. }) => {
+                Unspent::NotRecorded(
+                    error,
+                    StoreDetail::OutcomeUnknown {
+                        cause,
+                        retry: RetryOffer::ProcessEnds,
+                    },
+                )
+            }
+            other => other,
+        }
+    }
+
     /// The reason name (the wire's and the command line's).
     pub fn reason(&self) -> &'static str {
         match self {
@@ -250,8 +340,7 @@ impl fmt::Display for Unspent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Unspent::Refused(refusal) => refusal.fmt(f),
-            Unspent::NotRecorded(error, None) => error.fmt(f),
-            Unspent::NotRecorded(error, Some(why)) => write!(f, "{error}: {why}"),
+            Unspent::NotRecorded(error, why) => f.write_str(&why.message(error)),
         }
     }
 }
@@ -266,7 +355,7 @@ pub fn finish<T>(
     match recorded {
         Ok(first) => redemption.finish(Ok(first)).map_err(|e| match e {
             reqstate::ConsumeError::Refused(refusal) => Unspent::Refused(refusal),
-            reqstate::ConsumeError::Store(error) => Unspent::NotRecorded(error, None),
+            reqstate::ConsumeError::Store(error) => Unspent::NotRecorded(error, StoreDetail::Plain),
         }),
         Err(StoreFailure { error, why }) => Err(Unspent::NotRecorded(error, why)),
     }
@@ -409,7 +498,9 @@ impl Pending {
         }
     }
 
-    fn remember(&self, name: String, attempt: [u8; 16], lifetime: Duration) {
+    /// Remembers an attempt whose outcome is unknown; false when the memory
+    /// is full and it was not remembered.
+    fn remember(&self, name: String, attempt: [u8; 16], lifetime: Duration) -> bool {
         let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         if attempts.len() >= MAX_PENDING {
@@ -417,6 +508,9 @@ impl Pending {
         }
         if attempts.len() < MAX_PENDING {
             attempts.insert(name, (attempt, now + lifetime));
+            true
+        } else {
+            false
         }
     }
 }
@@ -718,7 +812,7 @@ impl Replay {
             }
             Ok(Err(e)) => Err(StoreFailure {
                 error: store_error(&e),
-                why: Some(
+                why: StoreDetail::NotRecorded(
                     format!(
                         "its clock could not be read ({}); nothing was recorded",
                         failure_text(&e)
@@ -829,16 +923,23 @@ impl Replay {
                 Err(failure) => {
                     // It may have been recorded: let this sidecar's retry
                     // of the same consume find out.
-                    let why = format!(
-                        "{}; the token may have been recorded: retry the same consume \
-                         through this same sidecar, which accepts it once if so",
-                        failure.why.as_deref().unwrap_or("the replay store failed")
-                    );
-                    self.pending
-                        .remember(attempt.name, attempt.attempt, attempt.lifetime);
+                    let cause = match failure.why {
+                        StoreDetail::NotRecorded(why)
+                        | StoreDetail::OutcomeUnknown { cause: why, .. } => why,
+                        StoreDetail::Plain => "the replay store failed".into(),
+                    };
+                    let retry =
+                        if self
+                            .pending
+                            .remember(attempt.name, attempt.attempt, attempt.lifetime)
+                        {
+                            RetryOffer::Remembered
+                        } else {
+                            RetryOffer::MemoryFull
+                        };
                     Err(StoreFailure {
                         error: failure.error,
-                        why: Some(why.into()),
+                        why: StoreDetail::OutcomeUnknown { cause, retry },
                     })
                 }
             })
@@ -1069,7 +1170,7 @@ mod tests {
     #[test]
     fn a_pending_attempt_is_taken_once() {
         let pending = Pending::default();
-        pending.remember("n".into(), [7; 16], Duration::from_secs(60));
+        assert!(pending.remember("n".into(), [7; 16], Duration::from_secs(60)));
         assert_eq!(pending.take("n"), Some([7; 16]));
         assert_eq!(pending.take("n"), None, "taken twice");
         pending.remember("old".into(), [1; 16], Duration::ZERO);
@@ -1136,5 +1237,61 @@ mod tests {
             );
         }
         Ok(())
+    }
+
+    /// Security review round 4: a consume whose answer was lost says so in
+    /// one message (not "not recorded" and "may have been recorded" at
+    /// once), with what to do, and keeps its reason.
+    #[test]
+    fn an_outcome_unknown_consume_says_what_happened_and_what_to_do() {
+        for retry in [
+            RetryOffer::Remembered,
+            RetryOffer::MemoryFull,
+            RetryOffer::ProcessEnds,
+        ] {
+            let unspent = Unspent::NotRecorded(
+                StoreError::Unavailable,
+                StoreDetail::OutcomeUnknown {
+                    cause: "the replay store did not answer within 250 ms".into(),
+                    retry,
+                },
+            );
+            assert_eq!(unspent.reason(), "replay_store_unavailable");
+            let message = unspent.to_string();
+            assert!(!message.contains("not recorded"), "{message}");
+            for said in [
+                "did not answer within 250 ms",
+                "may or may not be spent",
+                "not accepted",
+                "Retry the same consume",
+            ] {
+                assert!(message.contains(said), "no {said:?} in {message}");
+            }
+            assert_eq!(
+                message.contains("replayed"),
+                retry != RetryOffer::Remembered,
+                "{message}"
+            );
+            assert_eq!(
+                message.contains("this same sidecar"),
+                retry == RetryOffer::Remembered,
+                "{message}"
+            );
+        }
+        let remembered = Unspent::NotRecorded(
+            StoreError::Unavailable,
+            StoreDetail::OutcomeUnknown {
+                cause: "x".into(),
+                retry: RetryOffer::Remembered,
+            },
+        );
+        assert!(
+            remembered
+                .for_one_run()
+                .to_string()
+                .contains("a run's attempt ends with it")
+        );
+        let plain = Unspent::NotRecorded(StoreError::Unavailable, StoreDetail::Plain);
+        assert_eq!(plain.to_string(), StoreError::Unavailable.to_string());
     }
 }

@@ -20,7 +20,7 @@ use tower::layer::util::Stack;
 use crate::bearer::{AuthTokenFile, TokenReloader};
 use crate::call_gate::CallGateLayer;
 use crate::cli::EXIT_BAD_CONFIG;
-use crate::config::{KeyringSource, ListenAddr, ServeConfig, TlsConfig};
+use crate::config::{KeyringSource, ListenAddr, ListenerKind, ServeConfig, TlsConfig};
 use crate::key_evidence::EvidenceBook;
 use crate::keyring_source::KeyringLoadError;
 use crate::listeners::{BoundListener, bind};
@@ -91,6 +91,7 @@ async fn mark_not_serving(health: &HealthReporter) {
 }
 
 async fn serve(config: ServeConfig) -> u8 {
+    let listener_auth = config.listener_auth();
     let ServeConfig {
         keyring: keyring_source,
         initial_keyring,
@@ -311,7 +312,11 @@ async fn serve(config: ServeConfig) -> u8 {
         let stopped = wait_for_shutdown(shutdown_rx.clone());
         match listener {
             BoundListener::Unix { listener, path } => {
-                tracing::info!(listen = %format!("unix:{}", path.display()), "serving gRPC");
+                tracing::info!(
+                    listen = %format!("unix:{}", path.display()),
+                    auth = %listener_auth.describe(ListenerKind::Unix),
+                    "serving gRPC"
+                );
                 socket_paths.push(path);
                 let server = grpc_server(Server::builder(), &gate, &routes);
                 servers.spawn(
@@ -320,7 +325,12 @@ async fn serve(config: ServeConfig) -> u8 {
             }
             BoundListener::Tcp(listener) => {
                 let local = shown_addr(listener.local_addr());
-                tracing::info!(listen = %local, tls = tls_server.is_some(), "serving gRPC");
+                tracing::info!(
+                    listen = %local,
+                    tls = tls_server.is_some(),
+                    auth = %listener_auth.describe(ListenerKind::Tcp),
+                    "serving gRPC"
+                );
                 let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
                 let template = tls_server.clone().unwrap_or_else(Server::builder);
                 let server = grpc_server(template, &gate, &routes);

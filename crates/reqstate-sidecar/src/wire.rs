@@ -75,7 +75,7 @@ pub enum VerifyFailure {
     /// closed; not refused either: the caller may retry), with what the
     /// caller should know beyond the reason: a clock out of bounds, an
     /// outcome that is unknown and how to retry.
-    NotRecorded(StoreError, Option<std::sync::Arc<str>>),
+    NotRecorded(StoreError, crate::replay::StoreDetail),
 }
 
 impl VerifyFailure {
@@ -103,8 +103,7 @@ impl VerifyFailure {
         match self {
             VerifyFailure::Caller(e) => e.to_string(),
             VerifyFailure::Refused(e) => e.to_string(),
-            VerifyFailure::NotRecorded(e, None) => e.to_string(),
-            VerifyFailure::NotRecorded(e, Some(why)) => format!("{e}: {why}"),
+            VerifyFailure::NotRecorded(e, why) => why.message(e),
         }
     }
 }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -45,6 +47,83 @@ def grpc_target(target: str) -> str:
     if target.startswith("tcp:"):
         return target[len("tcp:") :]
     return target
+
+
+def _host_port(address: str) -> tuple[str, str] | None:
+    """`host` and `port` of `host:port` or `[v6]:port`; None when it has neither form."""
+    if address.startswith("["):
+        host, bracket, rest = address[1:].partition("]")
+        if not bracket or not rest.startswith(":"):
+            return None
+        return host, rest[1:]
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or ":" in host:
+        return None
+    return host, port
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+def _non_loopback_host(grpc_target: str) -> str | None:
+    """The first host of `grpc_target` (as `grpc_target()` gives it) that is
+    not loopback, or None when every address it reaches is loopback (a Unix
+    socket included). A name counts as loopback only if every address it
+    resolves to is (`localhost` on a misconfigured machine may not be); a
+    target this cannot read, or a name that does not resolve, is returned
+    as not loopback: the token must not go where this cannot tell."""
+    if grpc_target.startswith(("unix:", "unix-abstract:")):
+        return None
+    if grpc_target.startswith(("ipv4:", "ipv6:")):
+        addresses = grpc_target.split(":", 1)[1].split(",")
+    elif grpc_target.startswith("dns:"):
+        rest = grpc_target[len("dns:") :]
+        if rest.startswith("//"):
+            # dns://[resolver]/host:port
+            rest = rest[2:].partition("/")[2]
+        addresses = [rest]
+    else:
+        addresses = [grpc_target]
+    for address in addresses:
+        parsed = _host_port(address)
+        if parsed is None:
+            return address
+        host, port = parsed
+        try:
+            infos = socket.getaddrinfo(host, port or None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            return host
+        resolved = [info[4][0] for info in infos]
+        outside = [str(ip) for ip in resolved if not isinstance(ip, str) or not _is_loopback(ip)]
+        if not resolved:
+            return host
+        if outside:
+            return outside[0]
+    return None
+
+
+def check_plaintext_token(target: str, token: str | None, credentials: object, insecure_send_token: bool) -> None:
+    """Refuses (`ValueError`) to send a bearer token over a plaintext channel
+    to a host that is not loopback: anyone on the path could read it, and
+    with it mint anything the sidecar mints. A Unix socket, loopback TCP,
+    TLS `credentials` or `insecure_send_token=True` pass."""
+    if token is None or credentials is not None or insecure_send_token:
+        return
+    outside = _non_loopback_host(grpc_target(target))
+    if outside is not None:
+        raise ValueError(
+            f"Client({target!r}, token=...): {outside} is not a loopback address and the channel is "
+            "plaintext, so the bearer token would cross the network readable by anyone on the path. "
+            "Pass credentials=grpc.ssl_channel_credentials(...) (TLS), connect over a Unix socket "
+            "(unix:///path/to.sock), or pass insecure_send_token=True if the network is trusted entirely"
+        )
 
 
 UNIX_SOCKET_AUTHORITY = "localhost"
@@ -158,6 +237,11 @@ class Client:
     on a Unix socket the `:authority` sent is `localhost` unless they set
     `grpc.default_authority` (`channel_options`).
 
+    A `token` without `credentials` goes only to a Unix socket or to a host
+    whose every address is loopback: another host raises `ValueError`
+    before any channel is made, unless `insecure_send_token=True` (the
+    token then crosses the network in plaintext).
+
     Token failures are results (`Verified.valid`, `Unsealed.valid`); RPC
     failures raise `ReqstateError` subclasses, `TransportError` when the
     sidecar cannot be reached. Thread-safe; use as a context manager or call
@@ -172,10 +256,12 @@ class Client:
         *,
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        insecure_send_token: bool = False,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self._grpc_target = grpc_target(target)
+        check_plaintext_token(target, token, credentials, insecure_send_token)
         chosen_options = channel_options(self._grpc_target, options)
         if credentials is None:
             self._channel = grpc.insecure_channel(self._grpc_target, options=chosen_options)

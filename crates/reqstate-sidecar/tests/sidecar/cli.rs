@@ -586,3 +586,122 @@ async fn serve_reads_every_setting_from_reqstate_environment_variables() -> Test
     assert_eq!(minted.expires_at - minted.issued_at, 42);
     Ok(())
 }
+
+/// Security review round 4, finding 5: `--allow-uid` reads a Unix socket's
+/// peer credentials, so beside a TCP listener with no caller
+/// authentication of its own it is refused before anything binds (exit 64,
+/// `--insecure` or not); with a bearer token the start log says which
+/// authentication applies to which listener.
+#[tokio::test]
+async fn allow_uid_with_an_unauthenticated_tcp_listener_is_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("keyring.toml");
+    write_private(&path, &keyring_toml(&[(1, "primary")]))?;
+    let keyring = keyring_arg(&path);
+    let socket = dir.path().join("r.sock");
+    let unix = format!("unix:{}", socket.display());
+    let port = free_port()?;
+    let tcp = format!("tcp:127.0.0.1:{port}");
+    let me = nix::unistd::getuid().as_raw().to_string();
+    let shapes: [&[&str]; 4] = [
+        &["--listen", &unix, "--listen", &tcp, "--allow-uid", &me],
+        &["--listen", &tcp, "--allow-uid", &me],
+        &[
+            "--listen",
+            &unix,
+            "--listen",
+            &tcp,
+            "--allow-uid",
+            &me,
+            "--insecure",
+        ],
+        &["--listen", &tcp],
+    ];
+    for (index, shape) in shapes.iter().enumerate() {
+        let mut args = vec!["--keyring", keyring.as_str()];
+        args.extend_from_slice(shape);
+        if index == 3 {
+            // The variable form of the allow-list.
+            let out = Command::new(BIN)
+                .arg("serve")
+                .args(&args)
+                .env("REQSTATE_ALLOW_UIDS", &me)
+                .env("REQSTATE_LOG", "warn")
+                .stdin(Stdio::null())
+                .output()?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+            continue;
+        }
+        // Bounded: a sidecar that accepts the flags would serve forever.
+        let mut child = KillOnDrop(
+            Command::new(BIN)
+                .arg("serve")
+                .args(&args)
+                .env("REQSTATE_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?,
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let code = loop {
+            if let Some(status) = child.0.try_wait()? {
+                break status.code();
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("{args:?}: accepted, still serving after 10 s").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.0.stderr.take().ok_or("no stderr")?, &mut stderr)?;
+        assert_eq!(code, Some(64), "{args:?}: {stderr}");
+        for hint in [
+            "--allow-uid applies only to Unix sockets",
+            &tcp,
+            "--auth-token-file",
+            "--client-ca",
+        ] {
+            assert!(stderr.contains(hint), "{args:?}: no {hint:?} in {stderr}");
+        }
+        assert!(
+            !socket.exists(),
+            "{args:?}: a socket was bound despite the refusal"
+        );
+        assert!(
+            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+            "{args:?}: the port stayed bound"
+        );
+    }
+
+    // With TCP callers authenticated by a bearer token: served, and the log
+    // says which authentication each listener applies.
+    let sidecar = sidecar_process::Sidecar::start(
+        sidecar_process::SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .auth_token("s3cret-token")
+            .arg("--allow-uid")
+            .arg(me.as_str()),
+    )
+    .await?;
+    let log = sidecar.log();
+    let serving: Vec<&str> = log.lines().filter(|l| l.contains("serving gRPC")).collect();
+    assert_eq!(serving.len(), 2, "{log}");
+    let unix_line = serving
+        .iter()
+        .find(|l| l.contains("unix:"))
+        .ok_or("no Unix listener line")?;
+    assert!(
+        unix_line.contains("peer uid in --allow-uid and bearer token (--auth-token-file)"),
+        "{unix_line}"
+    );
+    let tcp_line = serving
+        .iter()
+        .find(|l| !l.contains("unix:"))
+        .ok_or("no TCP listener line")?;
+    assert!(
+        tcp_line.contains("bearer token (--auth-token-file)") && !tcp_line.contains("uid"),
+        "{tcp_line}"
+    );
+    Ok(())
+}

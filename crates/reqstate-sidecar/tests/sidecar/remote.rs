@@ -615,3 +615,202 @@ async fn max_ttl_alone_clamps_the_default_ttl() -> TestResult {
     );
     Ok(())
 }
+
+/// A local address that is not loopback (the host's own, from `hostname
+/// -I` or `ip -4 addr`), to listen on; `None` on a machine with none.
+fn non_loopback_local_ip() -> Option<std::net::IpAddr> {
+    let from = |program: &str, args: &[&str]| -> Vec<std::net::IpAddr> {
+        let Ok(out) = Command::new(program).args(args).output() else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|word| word.split('/').next()?.parse().ok())
+            .collect()
+    };
+    from("hostname", &["-I"])
+        .into_iter()
+        .chain(from("ip", &["-4", "-o", "addr"]))
+        .find(|ip: &std::net::IpAddr| {
+            ip.is_ipv4() && !ip.is_loopback() && std::net::TcpListener::bind((*ip, 0)).is_ok()
+        })
+}
+
+/// Security review round 4, finding 2: with a bearer token, a plaintext
+/// `tcp:` target that is not loopback is refused (exit 64, with what to do)
+/// before anything connects, for every command that sends the token; with
+/// `--insecure-send-token` it is contacted; loopback is unchanged.
+#[test]
+fn a_bearer_token_never_goes_in_plaintext_to_another_host() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let token_file = dir.path().join("token");
+    write_private(&token_file, "s3cret-token\n")?;
+    let token_file = token_file.display().to_string();
+    // A listener on the host's own non-loopback address shows that nothing
+    // connects. Without one, TEST-NET-1 (never routed): the refusal must
+    // come at once, long before the connect timeout.
+    let listener = match non_loopback_local_ip() {
+        Some(ip) => Some(std::net::TcpListener::bind((ip, 0))?),
+        None => None,
+    };
+    let connect = match &listener {
+        Some(listener) => {
+            listener.set_nonblocking(true)?;
+            format!("tcp:{}", listener.local_addr()?)
+        }
+        None => "tcp:192.0.2.1:50051".to_owned(),
+    };
+    let token_flags = [
+        "--auth-token-file",
+        token_file.as_str(),
+        "--timeout-ms",
+        "3000",
+    ];
+    let commands: [&[&str]; 7] = [
+        &["mint", "--tool", "t", "--step", "s"],
+        &["verify", "--tool", "t", "abc"],
+        &["consume", "--tool", "t", "abc"],
+        &["seal", "--payload-hex", "00"],
+        &["unseal", "abc"],
+        &["keys", "list"],
+        &["keys", "status"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.extend(["--connect", connect.as_str()]);
+        args.extend(token_flags);
+        let started = std::time::Instant::now();
+        let out = run_cli(&args)?;
+        let message = stderr(&out);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {message}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(2500),
+            "{args:?}: refused only after {:?}",
+            started.elapsed()
+        );
+        for hint in [
+            "not a loopback address",
+            "--tls-ca",
+            "unix:PATH",
+            "--insecure-send-token",
+        ] {
+            assert!(message.contains(hint), "{args:?}: no {hint:?} in {message}");
+        }
+    }
+    // The variable form of the address is refused the same way.
+    let out = Command::new(BIN)
+        .args(["keys", "list"])
+        .args(token_flags)
+        .env("REQSTATE_CONNECT", &connect)
+        .env("REQSTATE_LOG", "warn")
+        .output()?;
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    if let Some(listener) = &listener {
+        match listener.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => return Err(format!("something connected: {other:?}").into()),
+        }
+        // Told plainly, the client connects (and, with no sidecar behind
+        // the port, gives up at its timeout: exit 69).
+        let out = run_cli(&[
+            "mint",
+            "--tool",
+            "t",
+            "--step",
+            "s",
+            "--connect",
+            &connect,
+            "--auth-token-file",
+            &token_file,
+            "--insecure-send-token",
+            "--timeout-ms",
+            "500",
+        ])?;
+        assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+        assert!(
+            listener.accept().is_ok(),
+            "--insecure-send-token did not connect"
+        );
+    }
+    // Loopback by address or by a name resolving to loopback only: the
+    // token check passes (nothing listens: exit 69, not 64).
+    let port = free_port()?;
+    for host in ["127.0.0.1", "[::1]", "localhost"] {
+        let target = format!("tcp:{host}:{port}");
+        let out = run_cli(&[
+            "mint",
+            "--tool",
+            "t",
+            "--step",
+            "s",
+            "--connect",
+            &target,
+            "--auth-token-file",
+            &token_file,
+            "--timeout-ms",
+            "2000",
+        ])?;
+        assert_eq!(out.status.code(), Some(69), "{target}: {}", stderr(&out));
+    }
+    Ok(())
+}
+
+/// Security review round 4: the client's `--auth-token-file` gets the
+/// server's guards: a FIFO is refused rather than waited on past
+/// `--timeout-ms`, `/dev/zero` rather than read until memory runs out.
+#[test]
+fn a_token_file_that_is_not_a_regular_file_is_refused_promptly() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let fifo = dir.path().join("token-fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success(), "mkfifo");
+    let port = free_port()?;
+    let connect = format!("tcp:127.0.0.1:{port}");
+    let fifo = fifo.display().to_string();
+    for file in [fifo.as_str(), "/dev/zero"] {
+        let started = std::time::Instant::now();
+        let mut child = KillOnDrop(
+            Command::new(BIN)
+                .args([
+                    "keys",
+                    "list",
+                    "--connect",
+                    &connect,
+                    "--auth-token-file",
+                    file,
+                ])
+                .args(["--timeout-ms", "1000"])
+                .env("REQSTATE_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?,
+        );
+        let deadline = started + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.0.try_wait()? {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("{file}: still running after 10 s").into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut message = String::new();
+        std::io::Read::read_to_string(
+            &mut child.0.stderr.take().ok_or("no stderr")?,
+            &mut message,
+        )?;
+        assert_eq!(status.code(), Some(64), "{file}: {message}");
+        assert!(
+            message.contains("not a regular file") && message.contains(file),
+            "{file}: {message}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{file}: took {:?}",
+            started.elapsed()
+        );
+    }
+    Ok(())
+}

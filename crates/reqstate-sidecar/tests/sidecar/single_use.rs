@@ -753,11 +753,19 @@ async fn a_consume_of_unknown_outcome_is_accepted_once_when_retried() -> TestRes
         pb::Reason::ReplayStoreUnavailable,
         "{first:?}"
     );
-    assert!(
-        first.detail.contains("may have been recorded"),
-        "{}",
-        first.detail
-    );
+    // Security review round 4: one message, what happened and what to do,
+    // never "not recorded" beside "may have been recorded".
+    for said in [
+        "the replay store's answer was lost, so the token may or may not be spent",
+        "Retry the same consume through this same sidecar",
+    ] {
+        assert!(
+            first.detail.contains(said),
+            "no {said:?} in {}",
+            first.detail
+        );
+    }
+    assert!(!first.detail.contains("not recorded"), "{}", first.detail);
     // The pause ends and the held SET runs: the token is recorded.
     eventually(Duration::from_secs(10), "the held SET recorded", || async {
         Ok((redis.count_keys(PREFIX)? == 1).then_some(()))
