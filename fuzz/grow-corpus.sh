@@ -17,7 +17,11 @@
 # Environment: GROW_NO_BUILD=1 uses the binaries already in fuzz/target and
 # minimizes with the same `-merge=1` run that `cargo fuzz cmin` performs after
 # its own build (for when the tree does not build mid-edit); GROW_WORK_DIR keeps the logs and the grown/minimized corpora
-# there (default: a temporary directory, removed at exit).
+# there (default: a temporary directory, removed at exit). GROW_BIN_DIR=dir
+# runs the binaries of another build instead, with no build of its own and the
+# same `-merge=1` (the long runs' uninstrumented build:
+# `cargo +nightly fuzz build -s none --target-dir DIR`, then
+# GROW_BIN_DIR=DIR/<host triple>/release).
 set -euo pipefail
 
 # shellcheck source=common.sh
@@ -25,12 +29,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 parse_fuzz_args "$@"
 
 cd "$fuzz_dir"
+if [[ -n ${GROW_BIN_DIR:-} ]]; then
+  GROW_NO_BUILD=1
+fi
 if [[ -z ${GROW_NO_BUILD:-} ]]; then
   echo "building fuzz targets (cargo +nightly fuzz build)" >&2
   cargo +nightly fuzz build >&2
 fi
 triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
-bin_dir=$fuzz_dir/target/$triple/release
+bin_dir=${GROW_BIN_DIR:-$fuzz_dir/target/$triple/release}
 
 if [[ -n ${GROW_WORK_DIR:-} ]]; then
   work=$GROW_WORK_DIR

@@ -18,7 +18,8 @@ FUZZ = pathlib.Path(__file__).resolve().parent
 ROOT = FUZZ.parent
 VECTORS = json.loads((ROOT / "tests" / "vectors" / "v1.json").read_text())
 KEYRING_MD = (ROOT / "docs" / "KEYRING.md").read_text()
-TARGETS = ["verify_token", "keyring_toml", "claims_cbor", "sidecar_request"]
+TARGETS = ["verify_token", "token_decoders", "keyring_toml", "keyring_schedule", "claims_cbor",
+           "sidecar_request"]
 
 
 def slug(name):
@@ -117,6 +118,65 @@ def keyring_toml_seeds():
     yield "bad-version", b"version = 2\n" + one.encode()
     yield "unknown-field", one.encode() + b'colour = "blue"\n'
     yield "created-offset", one.replace("id =", 'created = 1969-12-31T23:59:59+01:30\nid =').encode()
+    # The scheduled keyrings the vectors pin (docs/KEYRING.md, "Keys on a schedule").
+    for v in VECTORS.get("keyring_texts", []):
+        yield "keyring-text-" + slug(v["name"]), v["toml"].encode()
+
+
+def token_decoders_seeds():
+    """The target's three modes (fuzz_targets/token_decoders.rs): 0, the
+    vectors' tokens as text; 1, minted tokens of state sizes around the
+    768-byte stack buffer and the 8192-character limit, unedited and edited;
+    2, bodies under the target's own tag: the vectors' HMAC bodies, and
+    envelopes with padded states, times and steps of the target's choosing."""
+    for v in VECTORS["valid"] + VECTORS["sealed"] + VECTORS["invalid"]:
+        yield "raw-" + slug(v["name"]), b"\x00" + v["token"].encode()
+    for algorithm, choice in (("hmac", 0), ("xchacha", 1)):
+        for size in (0, 16, 500, 700, 730, 744, 745, 760, 800, 1200, 1535):
+            mint = bytes([1, choice]) + size.to_bytes(2, "little") + b"\x5a" + (600).to_bytes(2, "little")
+            yield f"minted-{algorithm}-{size}", mint + b"\x00"
+            # One edit: a character replaced in the middle (kind 0).
+            at = (size * 4 // 3) // 2
+            yield f"minted-{algorithm}-{size}-edited", mint + b"\x01" + at.to_bytes(2, "little") + b"A\x00"
+            # One edit: truncated to two thirds (kind 3).
+            yield f"minted-{algorithm}-{size}-truncated", mint + b"\x01" + (size * 8 // 9).to_bytes(2, "little") + b"A\x03"
+    for v in VECTORS["valid"]:
+        if b64url_decode(v["token"])[0] == 0x11:  # version 1, state, HMAC
+            yield "tagged-body-" + slug(v["name"]), bytes([2, 0]) + hmac_body(v["token"])
+    for pad in (0, 1, 690, 720, 740, 1100):
+        for when, lifetime in ((b"\x00", b"\x00"), (b"\x01\x00\x90", b"\x00"), (b"\x00", b"\x01\x00\x00")):
+            step = b"\x07confirm"
+            yield (f"tagged-envelope-pad{pad}-t{when.hex()}-l{lifetime.hex()}",
+                   bytes([2, 130]) + when + lifetime + step + pad.to_bytes(2, "little") + b"\xa1\x61a\x01")
+    yield "tagged-envelope-single-use", bytes([2, 2]) + envelope(1764460800, 600, "confirm", b"\x01")
+    yield "tagged-envelope-sealed", bytes([2, 3]) + b"payload"
+
+
+def splitmix(seed):
+    """SplitMix64, as keyring-eval's `random` (fuzz/differential/src/main.rs)."""
+    state = seed
+    mask = (1 << 64) - 1
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        yield z ^ (z >> 31)
+
+
+def keyring_schedule_seeds():
+    """The first inputs of `keyring-eval random N 1` (the differential
+    runner's stream), then one input per key count and layout: the target
+    builds the TOML from the bytes (fuzz/src/schedule.rs)."""
+    rng = splitmix(1)
+    for i in range(64):
+        length = 4 + next(rng) % 120
+        yield f"random-{i:02d}", bytes(next(rng) & 0xFF for _ in range(length))
+    for shape in range(5):
+        for layout in (0x00, 0x40, 0x80, 0xC0):
+            # Key i: flags (status from i), when = mint_from + retire_at.
+            keys = b"".join(bytes([0 if i == 0 else 1, 0x05, 1, 0x00]) for i in range(shape + 1))
+            yield f"shape-{shape + 1}-keys-{layout:02x}", bytes([shape | layout]) + keys
 
 
 def hmac_body(token):
@@ -170,7 +230,9 @@ def sidecar_request_seeds():
 def main():
     makers = {
         "verify_token": verify_token_seeds,
+        "token_decoders": token_decoders_seeds,
         "keyring_toml": keyring_toml_seeds,
+        "keyring_schedule": keyring_schedule_seeds,
         "claims_cbor": claims_cbor_seeds,
         "sidecar_request": sidecar_request_seeds,
     }

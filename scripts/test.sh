@@ -369,5 +369,12 @@ step "fuzzing: every target for 20 s (cargo fuzz, nightly, AddressSanitizer)"
 bg_wait fuzz-build
 bash fuzz/run.sh 20
 
+step "keyring differential: random keyring texts and instants through the Rust core and the TypeScript reader (fuzz/differential)"
+# The same minting key and verifying set, or the same refusal, from both
+# readers of one file (a mixed fleet serves one keyring): 20 000 generated
+# keyrings, then the keyring_schedule fuzz corpus replayed.
+bash fuzz/differential/run.sh 20000 1
+bash fuzz/differential/run.sh --corpus
+
 report_timings
 step "all tests passed"

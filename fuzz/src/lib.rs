@@ -2,6 +2,10 @@
 //! fixed clock, a deterministic random source, an independent implementation
 //! of the HMAC token construction of docs/FORMAT.md §1, §3 and §4, and a
 //! NaN-aware comparison of CBOR values. Nothing here is fuzzed itself.
+//! [`schedule`] builds the random scheduled keyrings of `keyring_schedule`
+//! and of the Rust-against-TypeScript runner (`fuzz/differential/`).
+
+pub mod schedule;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
