@@ -6,6 +6,7 @@
 // single-use one already consumed (the confirmation, replayed), is answered
 // with the SDK's own "Invalid or expired requestState" error (-32602).
 import { ProtocolError, ProtocolErrorCode, Server, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
+import { mcpPrincipal } from '@reqstate/codec';
 import { createHandlers, InvalidRequestStateError } from './handlers.js';
 
 /** @type {import('@modelcontextprotocol/server').Tool[]} */
@@ -24,8 +25,11 @@ const TOOLS = [
 
 /**
  * @param {{ client: import('@reqstate/client').Client, principalOf?: (ctx: any) => string, audience?: string, onCommit?: (current: number, amount: number) => void }} options
- *   `principalOf` names the caller from the request context (default: the
- *   authenticated client id, else "anonymous"); `onCommit` is the effect of a
+ *   `principalOf` names the caller from the request context (default:
+ *   `mcpPrincipal` of @reqstate/codec, the drop-ins' rule, docs/MCP.md "The
+ *   caller a round is bound to": `null` without authentication, else
+ *   `[client, issuer, subject]`, refusing a token without a subject);
+ *   `onCommit` is the effect of a
  *   confirmed increase (see handlers.js).
  */
 export function createMcpServer({ client, principalOf, audience, onCommit }) {
@@ -49,7 +53,7 @@ export function createMcpServer({ client, principalOf, audience, onCommit }) {
         arguments: request.params.arguments ?? {},
         inputResponses: ctx.mcpReq.inputResponses,
         requestState: typeof rawState === 'string' ? rawState : undefined,
-        principal: principalOf ? principalOf(ctx) : (ctx.http?.authInfo?.clientId ?? 'anonymous'),
+        principal: principalOf ? principalOf(ctx) : mcpPrincipal(ctx),
         method: ctx.mcpReq.method,
       });
     } catch (err) {

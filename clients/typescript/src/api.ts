@@ -50,6 +50,7 @@ export {
   createRequestStateCodec,
   logName,
   mcpCallOf,
+  mcpPrincipal,
   stepFromInputResponses,
   stepOfInputRequests,
   type McpAuthInfoLike,

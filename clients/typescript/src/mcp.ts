@@ -262,9 +262,11 @@ const CHOOSE_PRINCIPAL =
  * same bytes as the Python drop-in, tests/vectors/mcp_principals.json):
  * `null` without authentication, else `[clientId, issuer, subject]`. A
  * client id names an application, not a user, so a token naming no subject
- * is refused rather than bound to the client alone.
+ * is refused rather than bound to the client alone. Exported for servers
+ * that wire the SDK themselves (a sidecar client's handlers), so that they
+ * bind the caller exactly as the drop-ins do.
  */
-function defaultPrincipal(ctx: McpContextLike | undefined): string {
+export function mcpPrincipal(ctx: McpContextLike | undefined): string {
   const auth = ctx?.http?.authInfo;
   if (auth === undefined || auth === null) return 'null';
   if (typeof auth !== 'object') throw new ReqstateError('invalid_argument', 'ctx.http.authInfo is not an object (the SDK\'s AuthInfo from the token verifier)');
@@ -476,7 +478,7 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
   const incomplete = options.incomplete ?? 'ask-again';
   if (incomplete !== 'ask-again' && incomplete !== 'refuse') throw new ReqstateError('invalid_argument', "incomplete must be 'ask-again' or 'refuse'");
   const custom = options.principal;
-  const principalOf = custom === undefined ? defaultPrincipal : (ctx: McpContextLike | undefined) => customPrincipal(custom(ctx));
+  const principalOf = custom === undefined ? mcpPrincipal : (ctx: McpContextLike | undefined) => customPrincipal(custom(ctx));
   if (options.audience !== undefined && (typeof options.audience !== 'string' || !isWellFormed(options.audience))) {
     throw new ReqstateError('invalid_argument', 'audience must be a string of UTF-8 text (the name of this service)');
   }
