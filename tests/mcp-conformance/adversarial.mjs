@@ -1,7 +1,8 @@
 // The project's own adversarial checks of a conformance server (the suite's only tamper check
 // appends "-TAMPERED", which any JSON parser refuses). Each refusal must be a JSON-RPC -32602 on the
 // wire (with nothing more than the SDK's fixed message) AND one line in the server's log naming the
-// reason: `reqstate refused <method> <tool>: <reason>: <message>`.
+// reason: `reqstate refused <method> <tool>: <reason>: <message>`, <tool> quoted as in
+// tests/vectors/mcp_log_names.json.
 //
 //   node tests/mcp-conformance/adversarial.mjs <url> <server-log-file>
 //       the round-1 state of reqstate_adversarial sent to another tool, with n changed, by another
@@ -98,7 +99,9 @@ async function refused(label, reasons, tool, request, secrets = []) {
   const m = /^reqstate refused (\S+) (\S+): ([a-z_]+): (.+)$/.exec(lines[0]);
   assert.ok(m, `${label}: log line not in the contract's form: ${lines[0]}`);
   assert.equal(m[1], request.method ?? 'tools/call', `${label}: method in ${lines[0]}`);
-  assert.equal(m[2], tool, `${label}: tool in ${lines[0]}`);
+  // The tool as the drop-ins quote a client's name (tests/vectors/mcp_log_names.json): these are
+  // short printable ASCII names, so JSON.stringify writes the same.
+  assert.equal(m[2], JSON.stringify(tool), `${label}: tool in ${lines[0]}`);
   assert.ok(reasons.includes(m[3]), `${label}: reason ${m[3]} not one of ${reasons.join('|')}: ${lines[0]}`);
   for (const s of secrets) assert.ok(!lines[0].includes(s), `${label}: the log line shows ${JSON.stringify(s)} in clear: ${lines[0]}`);
   console.log(`  ok  ${label}: -32602; log: ${m[3]}`);
@@ -174,7 +177,7 @@ async function main() {
       // Each refusal logged once (waiting for the log to catch up, so later checks see only their own lines).
       let lines = [];
       for (let i = 0; i < 40 && lines.length < ns.length; i++) {
-        lines = logText().slice(offset).split('\n').filter((l) => l.startsWith('reqstate refused tools/call reqstate_adversarial: authentication_failed: '));
+        lines = logText().slice(offset).split('\n').filter((l) => l.startsWith('reqstate refused tools/call "reqstate_adversarial": authentication_failed: '));
         if (lines.length < ns.length) await new Promise((r) => setTimeout(r, 50));
       }
       assert.equal(lines.length, ns.length, `concurrent cross-sent states: ${lines.length} refusal lines logged, expected ${ns.length}`);
