@@ -17,7 +17,10 @@
 #   test/mcp.test.js       the MCP drop-in on the real SDK 2.4.0: bind on McpServer and Server, concurrent
 #                          calls, asking again, refusal reasons (onRefusal, onerror, never the wire), the step of a round
 #   test/pack.test.js      npm pack of a clean copy (git ls-files) installed into an empty project with only
-#                          the SDK runs the README's quick start; the same through a file: dependency
+#                          the SDK runs the README's quick start (server.mjs, stdio.mjs, http.mjs, the keyring
+#                          from `npx reqstate-ts keys new`) with the SDK's clients: default, 'auto', pinned, over
+#                          stdio and HTTP, and a server connected by hand; the same through a file: dependency
+#   test/keys-new.test.js  reqstate-ts keys new: a fresh compact keyring the codec and the Rust CLI use; usage errors
 #   test/schedule.test.js  keys on a schedule: the compact form's ;mint_from/;retire_at, toCompact, the minting key and retirement at an injected clock, the policy check in Codec, the MCP drop-in and reqstate-ts
 #   test/singleuse.test.js single-use tokens: memory store, store failures, Rust CLI x this
 #                          package, the Redis store against a redis-server it starts (needs

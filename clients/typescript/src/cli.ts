@@ -3,7 +3,7 @@
 // @reqstate/codec. Node only (files, stdin, exit codes); the library is not.
 import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { fromHex, isWellFormed, toHex, utf8 } from './bytes.js';
+import { base64Encode, fromHex, isWellFormed, toHex, utf8 } from './bytes.js';
 import { Codec, Policy, type Redemption, type Verified } from './codec.js';
 import { ReqstateError } from './errors.js';
 import { Keyring } from './keyring.js';
@@ -18,11 +18,13 @@ const COMMON = ['keyring', 'tool', 'context', 'context-hex', 'context-file', 'no
 const VALUE_FLAGS: Record<string, string[]> = {
   mint: [...COMMON, 'step', 'state-json', 'state-cbor-hex', 'ttl'],
   verify: [...COMMON, 'expected-step', 'token', 'replay-store', 'replay-key-prefix', 'replay-timeout-ms', 'replay-max-skew-ms'],
+  'keys new': ['id', 'status', 'algorithm', 'secret-bytes'],
 };
 const COMMON_SWITCHES = ['allow-insecure-keyring-permissions', 'help'];
 const SWITCHES: Record<string, string[]> = {
   mint: [...COMMON_SWITCHES, 'single-use'],
   verify: [...COMMON_SWITCHES, 'consume'],
+  'keys new': ['help'],
 };
 
 const HELP = `reqstate-ts: mint and verify reqstate requestState tokens (docs/CLI.md)
@@ -36,6 +38,8 @@ usage:
   reqstate-ts verify --keyring FILE --tool TEXT [--expected-step TEXT] [--consume [replay flags]]
                    [--context TEXT | --context-hex HEX | --context-file FILE]
                    [--now UNIX_SECONDS] [policy flags] (TOKEN | --token TOKEN)
+  reqstate-ts keys new [--id N] [--status primary|active] [--algorithm xchacha20-poly1305|hmac-sha256]
+                   [--secret-bytes N]
 
 policy flags: --max-token-len CHARS (64-1048576, 8192)  --clock-leeway SECONDS (0-600, 60)
               --max-lifetime SECONDS (1-2592000, 86400)  --allow-insecure-keyring-permissions
@@ -48,7 +52,11 @@ replay flags: --replay-store URL (redis://[user:password@]host:port[/db], rediss
                 unix://[user:password@]/path/redis.sock)
               --replay-key-prefix P (reqstate:)  --replay-timeout-ms N (1-60000, 1000)
               --replay-max-skew-ms N (1-60000, 2000)
-exit codes: 0 minted / verified; 1 refused (JSON with "reason"); 64 usage or configuration error.
+keys new prints a fresh key in the compact keyring form (docs/KEYRING.md), e.g. for REQSTATE_KEYS
+or a Worker secret: \`1:primary:xchacha20-poly1305:<base64 of 32 random bytes>\`, a whole keyring
+(defaults: --id 1, --status primary, --algorithm xchacha20-poly1305, --secret-bytes 32, 32-1024).
+For a rotation, print the next key with --status active and append it after a comma.
+exit codes: 0 minted / verified / printed; 1 refused (JSON with "reason"); 64 usage or configuration error.
 `;
 
 function usage(message: string): never {
@@ -354,6 +362,27 @@ async function verify(p: Parsed): Promise<number> {
   }
 }
 
+/** `keys new`: a fresh key in the compact form, from the platform's CSPRNG; never written anywhere but stdout. */
+function keysNew(p: Parsed): number {
+  if (p.positional.length > 0) usage('keys new takes no positional argument');
+  const idText = p.flags.get('id') ?? '1';
+  const id = uint(idText, 'id');
+  if (id > 4294967295n || !/^(0|[1-9][0-9]*)$/.test(idText)) usage('--id must be a key id in 0..=4294967295, without leading zeros');
+  const status = p.flags.get('status') ?? 'primary';
+  if (status !== 'primary' && status !== 'active') usage('--status must be primary (a keyring of this one key) or active (a key to add to a keyring)');
+  const algorithm = p.flags.get('algorithm') ?? 'xchacha20-poly1305';
+  if (algorithm !== 'xchacha20-poly1305' && algorithm !== 'hmac-sha256') usage('--algorithm must be xchacha20-poly1305 or hmac-sha256');
+  const bytes = ranged(p, 'secret-bytes', 32, 1024) ?? 32;
+  const secret = new Uint8Array(bytes);
+  globalThis.crypto.getRandomValues(secret);
+  const entry = `${id}:${status}:${algorithm}:${base64Encode(secret)}`;
+  secret.fill(0);
+  // What is printed loads (a primary alone is a whole keyring; an active key, beside a primary).
+  Keyring.fromCompact(status === 'primary' ? entry : `${entry},${id === 0n ? 1 : 0}:primary:${base64Encode(new Uint8Array(32))}`);
+  print(entry);
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   try {
     const [command, ...rest] = argv;
@@ -361,7 +390,17 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(HELP);
       return 0;
     }
-    if (command !== 'mint' && command !== 'verify') usage(command === undefined ? 'a command is required: mint or verify' : 'unknown command; expected mint or verify');
+    if (command === 'keys') {
+      const [sub, ...more] = rest;
+      if (sub !== 'new') usage(sub === undefined ? 'keys needs a subcommand: keys new' : 'unknown keys subcommand; expected keys new (the TOML keyring file is managed by the Rust binary: reqstate keys)');
+      const p = parseArgs('keys new', more);
+      if (p.switches.has('help')) {
+        process.stdout.write(HELP);
+        return 0;
+      }
+      return keysNew(p);
+    }
+    if (command !== 'mint' && command !== 'verify') usage(command === undefined ? 'a command is required: mint, verify or keys new' : 'unknown command; expected mint, verify or keys new');
     const p = parseArgs(command, rest);
     if (p.switches.has('help')) {
       process.stdout.write(HELP);

@@ -136,6 +136,15 @@ export interface McpRequestStateCodecOptions<T> extends Omit<CodecOptions, 'keyr
    * reports to `server.onerror`). What it throws is ignored.
    */
   onRefusal?: (refusal: McpRefusal) => void;
+  /**
+   * Where the operator's lines go: each refusal as `reqstate refused <method>
+   * <tool>: <reason>: <message>` (docs/MCP.md, the Python drop-in's line),
+   * a round the connection cannot carry, and a server wired so that clients
+   * of protocol 2026-07-28 cannot reach it. Default: `console.error`
+   * (standard error, which a stdio server keeps free of the protocol; a
+   * Worker's logs). `false` turns them off. What it throws is ignored.
+   */
+  log?: ((line: string) => void) | false;
 }
 
 /**
@@ -350,6 +359,8 @@ interface SeenCall extends McpCall {
   method: string;
   /** The audience of the bound server that received it. */
   audience?: string;
+  /** The bound server that is serving it (for the era it is served on). */
+  server?: LowLevelServer;
 }
 
 /** What the verify of a round left for `unanswered(ctx)`. */
@@ -371,6 +382,10 @@ interface LowLevelServer {
   _verifyRequestState?: unknown;
   /** The implementation info the server was created with (`new Server({ name, version }, …)`). */
   _serverInfo?: unknown;
+  /** Whether this instance serves protocol 2026-07-28 or later (SDK 2.4: set by serveStdio, createMcpHandler, server/discover). */
+  _servedModernEra?: unknown;
+  /** The capabilities a 2025-era client declared in `initialize` (absent on per-request legacy serving). */
+  _clientCapabilities?: unknown;
   [BOUND]?: unknown;
 }
 
@@ -484,6 +499,19 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
   }
   const unboundAudience = options.audience ?? '';
   const leeway = codec.policy.clockLeeway;
+  if (options.log !== undefined && options.log !== false && typeof options.log !== 'function') {
+    throw new ReqstateError('invalid_argument', 'log must be a function of one line, or false');
+  }
+  const log = options.log === undefined ? standardError : options.log;
+  /** One operator's line, through `log`; its failure changes nothing. */
+  const say = (line: string): void => {
+    if (log === false) return;
+    try {
+      log(line);
+    } catch {
+      // The log's own failure does not change the answer.
+    }
+  };
 
   // The call of each request a bound server is serving, by the request's signal.
   const calls = new WeakMap<object, SeenCall>();
@@ -527,6 +555,7 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
     const tool = call?.tool ?? '';
     const err = new ReqstateError(e.reason, e.detail, { cause: e });
     err.message = `${e.reason}: ${explain(e, method, tool, leeway)}`;
+    say(`reqstate refused ${method || 'a request'} ${logName(tool)}: ${err.message}`);
     if (options.onRefusal) {
       try {
         options.onRefusal({ reason: err.reason, message: err.message, method, tool });
@@ -592,10 +621,17 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
         const req = ctx?.mcpReq;
         const seen = req === undefined ? undefined : pending.get(req.id);
         const signal = signalOf(ctx);
-        if (seen && signal && seen.method === req?.method) calls.set(signal, { ...seen, audience });
+        if (seen && signal && seen.method === req?.method) calls.set(signal, { ...seen, audience, server: low });
         return ctx;
       };
       low.connect = async function (this: unknown, ...args: unknown[]) {
+        if (isHandWiredStdio(args[0])) {
+          say(
+            `reqstate: server ${logName(audience)} is connected to a StdioServerTransport by hand, which serves only 2025-era clients (initialize): ` +
+              'their input rounds run through the SDK as elicitation/create requests the client must handle, and a client of protocol 2026-07-28 cannot connect. ' +
+              "Serve it with serveStdio(createServer) from '@modelcontextprotocol/server/stdio', which serves both (docs/MCP.md, \"Wiring and clients\")",
+          );
+        }
         const wasAssigned = instrument(args[0], pending);
         const r = await connect.apply(this, args);
         if (!wasAssigned()) {
@@ -612,6 +648,10 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
       const inputRequests = round.inputRequests ?? ({} as R);
       if (inputRequests === null || typeof inputRequests !== 'object') throw new ReqstateError('invalid_argument', 'inputRequests must be an object');
       const call = callFor(ctx, 'inputRequired');
+      if (Object.keys(inputRequests).length > 0 && cannotAsk(call.server)) {
+        say(`reqstate could not ask for input in ${call.method} ${logName(call.tool)}: ${CANNOT_ASK}`);
+        throw new Error(`This call needs input from the client (an input_required round), and ${CANNOT_ASK}`);
+      }
       const { tool, context } = bindingOf(call, ctx);
       const { step } = roundStep(sortedKeys(Object.keys(inputRequests)));
       checkState(round.state, 0);
@@ -655,6 +695,38 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
     verify,
   };
   return api;
+}
+
+/** The default `log`: `console.error` (standard error on Node, Deno and Bun; a Worker's logs), where there is one. */
+function standardError(line: string): void {
+  (globalThis as { console?: { error?: (line: string) => void } }).console?.error?.(line);
+}
+
+/**
+ * Why a connection cannot carry an input round, and what the client must do
+ * (docs/MCP.md, "Wiring and clients").
+ */
+const CANNOT_ASK =
+  'this client connected with a 2025-era protocol (initialize) to a server that serves each HTTP request alone (stateless), which cannot send it requests: ' +
+  "the client must connect with MCP protocol 2026-07-28 (the TypeScript SDK's Client: versionNegotiation: { mode: 'auto' } or { mode: { pin: '2026-07-28' } }, " +
+  'and capabilities: { elicitation: { form: {} } })';
+
+/**
+ * A server serving this request on the 2025-era protocol with no client
+ * capabilities (a per-request legacy instance, as `createMcpHandler` makes
+ * for an `initialize`-era client): the SDK's legacy path would have to send
+ * the client an elicitation request, and there is no connection to send it on.
+ */
+function cannotAsk(server: LowLevelServer | undefined): boolean {
+  if (server === undefined || typeof server._servedModernEra !== 'function') return false;
+  return !(server._servedModernEra as () => boolean).call(server) && server._clientCapabilities === undefined;
+}
+
+/** The SDK's StdioServerTransport connected by hand (`server.connect(new StdioServerTransport())`): 2025-era only. */
+function isHandWiredStdio(transport: unknown): boolean {
+  if (transport === null || typeof transport !== 'object') return false;
+  const ctor = (transport as { constructor?: { name?: unknown } }).constructor;
+  return ctor?.name === 'StdioServerTransport';
 }
 
 /**
@@ -759,5 +831,8 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 function fail(): never {
-  throw new ReqstateError('invalid_keyring', 'createRequestStateCodec needs `keyring` or `codec`');
+  throw new ReqstateError(
+    'invalid_keyring',
+    'createRequestStateCodec needs `keyring` or `codec`, and `keyring` is undefined (an unset environment variable such as REQSTATE_KEYS?): make a keyring with `npx reqstate-ts keys new` (docs/KEYRING.md, "The compact form")',
+  );
 }

@@ -23,9 +23,10 @@ const yes = { action: 'accept', content: { ok: true } };
 function setup(extra = {}) {
   const refusals = [];
   const errors = [];
+  const logs = [];
   let now = Math.floor(Date.now() / 1000);
-  const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', onRefusal: (r) => refusals.push(r), clock: () => now, ...extra });
-  return { rs, refusals, errors, clock: { set: (t) => (now = t), get: () => now } };
+  const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', onRefusal: (r) => refusals.push(r), log: (l) => logs.push(l), clock: () => now, ...extra });
+  return { rs, refusals, errors, logs, clock: { set: (t) => (now = t), get: () => now } };
 }
 
 /**
@@ -155,6 +156,7 @@ describe('bind on McpServer and on Server, served by createMcpHandler', () => {
       for (const [name, run, why, tool] of cases) {
         env.refusals.length = 0;
         env.errors.length = 0;
+        env.logs.length = 0;
         const wire = await wireError(run());
         assert.deepEqual(wire, FROZEN, name);
         assert.equal(env.refusals.length, 1, name);
@@ -162,6 +164,8 @@ describe('bind on McpServer and on Server, served by createMcpHandler', () => {
         assert.deepEqual([r.reason, r.method, r.tool], [why, 'tools/call', tool], name);
         assert.ok(r.message.startsWith(`${why}: `), r.message);
         assert.deepEqual(env.errors, [`requestState verification rejected tools/call: ${r.message}`], name);
+        // The operator's line, as the Python drop-in writes it.
+        assert.deepEqual(env.logs, [`reqstate refused tools/call "${tool}": ${r.message}`], name);
         // Never the state, the arguments or the principal in the message.
         assert.doesNotMatch(r.message, /bob|"n"|keys/, name);
       }
@@ -350,5 +354,72 @@ describe('the step of a round (docs/MCP.md)', () => {
     assert.equal(rs.unanswered(some), null);
     // A first round (nothing verified): nothing unanswered.
     assert.deepEqual(rs.unanswered(first), []);
+  });
+});
+
+describe('the operator\'s lines (issue 40 item 4)', () => {
+  const tampered = async (options) => {
+    const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', ...options });
+    const env = { rs, errors: [] };
+    const handler = createMcpHandler(() => mcpServer(env), { legacy: 'reject' });
+    const fetch = (url, init) => handler.fetch(new Request(url, init));
+    const mcp = new Client({ name: 't', version: '0' }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } }, inputRequired: { autoFulfill: false } });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL('http://in-process/mcp'), { fetch }));
+    try {
+      const r1 = await call(mcp, 'add', { n: 1 });
+      assert.deepEqual(await wireError(call(mcp, 'add', { n: 1 }, { requestState: flip(r1.requestState, 30), inputResponses: { confirm: yes } })), FROZEN);
+    } finally {
+      await mcp.close();
+    }
+  };
+  const capturingConsole = async (f) => {
+    const lines = [];
+    const original = console.error;
+    console.error = (...a) => lines.push(a.join(' '));
+    try {
+      await f();
+    } finally {
+      console.error = original;
+    }
+    return lines;
+  };
+
+  test('by default a refusal is one line on console.error, with no onRefusal and no onerror set', async () => {
+    const lines = await capturingConsole(() => tampered({}));
+    assert.equal(lines.length, 1, lines.join('\n'));
+    assert.match(lines[0], /^reqstate refused tools\/call "add": authentication_failed: the token does not verify for tools\/call "add" as called/);
+  });
+
+  test('log: false is silent; a log function gets the line; a throwing one changes nothing; anything else is refused', async () => {
+    assert.deepEqual(await capturingConsole(() => tampered({ log: false })), []);
+    const got = [];
+    assert.deepEqual(await capturingConsole(() => tampered({ log: (l) => got.push(l) })), []);
+    assert.equal(got.length, 1);
+    assert.match(got[0], /^reqstate refused tools\/call "add": authentication_failed: /);
+    await tampered({ log: () => { throw new Error('broken logger'); } });
+    for (const log of [true, 'stderr', {}]) assert.throws(() => createRequestStateCodec({ keyring: KEYS, log }), reason('invalid_argument'));
+  });
+
+  test('a 2025-era client of a stateless server is told what to do, and the operator too', async () => {
+    const logs = [];
+    const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', log: (l) => logs.push(l) });
+    const env = { rs, errors: [] };
+    const handler = createMcpHandler(() => mcpServer(env));
+    const fetch = (url, init) => handler.fetch(new Request(url, init));
+    const legacy = new Client({ name: 't', version: '0' }, { capabilities: { elicitation: { form: {} } } });
+    await legacy.connect(new StreamableHTTPClientTransport(new URL('http://in-process/mcp'), { fetch }));
+    try {
+      const r = await legacy.callTool({ name: 'add', arguments: { n: 1 } });
+      assert.equal(r.isError, true);
+      assert.match(r.content[0].text, /^This call needs input from the client \(an input_required round\), and this client connected with a 2025-era protocol .*MCP protocol 2026-07-28 .*versionNegotiation: \{ mode: 'auto' \}/);
+      assert.equal(logs.length, 1);
+      assert.match(logs[0], /^reqstate could not ask for input in tools\/call "add": this client connected with a 2025-era protocol/);
+    } finally {
+      await legacy.close();
+    }
+  });
+
+  test('undefined keyring (an unset REQSTATE_KEYS) names keys new', () => {
+    assert.throws(() => createRequestStateCodec({ keyring: undefined }), (e) => e.reason === 'invalid_keyring' && /npx reqstate-ts keys new/.test(e.message));
   });
 });

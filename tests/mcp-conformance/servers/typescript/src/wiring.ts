@@ -2,7 +2,7 @@
 // process or isolate and bound to every server in one line), and the HTTP app shared by the Node
 // and the Worker entries.
 import { createMcpHandler } from '@modelcontextprotocol/server';
-import { createRequestStateCodec, logName } from '@reqstate/codec';
+import { createRequestStateCodec } from '@reqstate/codec';
 import { authInfoOf, createServer, type Carried } from './tools.js';
 
 export interface Settings {
@@ -40,10 +40,9 @@ export function createApp(settings: Settings): (request: Request) => Promise<Res
     audience: AUDIENCE,
     ttlSeconds: settings.ttlSeconds,
     clockLeewaySeconds: settings.clockLeewaySeconds,
-    // The contract's log line: `reqstate refused <method> <tool>: <reason>: <message>` (the
-    // message already starts with the reason).
-    onRefusal: ({ reason, message, method, tool }) =>
-      settings.log(`reqstate refused ${method} ${logName(tool)}: ${reason}: ${message.startsWith(`${reason}: `) ? message.slice(reason.length + 2) : message}`),
+    // The contract's log line, `reqstate refused <method> <tool>: <reason>: <message>`, is the
+    // drop-in's own (its `log`, console.error by default).
+    log: settings.log,
   });
   const handler = createMcpHandler(() => requestState.bind(createServer(requestState)), { legacy: 'reject' });
   return async (request: Request) => {
