@@ -100,3 +100,69 @@ async fn one_redis_holds_one_spent_record_for_every_implementation() -> TestResu
     assert_eq!(redis.count_keys("reqstate:spent:v1:")?, consumers.len());
     Ok(())
 }
+
+/// A consume given `--now` ahead of the real clock writes a record that
+/// outlives the token by the store's own clock (issue 50 item 1): the
+/// lifetime is computed from the earlier of `--now` and the clock the
+/// store's skew guard checked, in every implementation. A token of 60 s,
+/// consumed under a leeway of 600 s at `--now` 650 s ahead, stays valid on
+/// the real clock for about 660 s; computed from `--now`, its record lived
+/// 14 s (PTTL), and a plain consume after that accepted it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consume_at_an_injected_now_keeps_the_record_for_the_whole_window() -> TestResult {
+    let fx = fixtures()?;
+    let dir = tempfile::tempdir()?;
+    let redis = redis_server::RedisServer::start(&dir.path().join("redis"), false)?;
+    let url = redis.tcp_url();
+    let imps = implementations();
+    let binding = strings(&["--tool", "pay-invoice", "--context", "user-42"]);
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    for imp in &imps {
+        let mut mint_args = binding.clone();
+        mint_args.extend(strings(&[
+            "--step",
+            "confirm",
+            "--single-use",
+            "--ttl",
+            "60",
+        ]));
+        let (token, _) = mint_token(&fx, &imps[0], "main", &mint_args, "single-use mint")?;
+        let before = redis.count_keys("reqstate:spent:v1:")?;
+        let mut args = binding.clone();
+        args.extend(strings(&[
+            "--consume",
+            "--replay-store",
+            &url,
+            "--clock-leeway",
+            "600",
+            "--now",
+            &(real_now + 650).to_string(),
+        ]));
+        let (args, stdin) = verify_args(&fx, "main", &args, &token, Pass::Flag)?;
+        let out = run(imp, &args, stdin.as_deref())?;
+        let object = stdout_object(&format!("{} consume", imp.name), &out)?;
+        assert_eq!(
+            object["valid"],
+            json!(true),
+            "{}: {object} {}",
+            imp.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(redis.count_keys("reqstate:spent:v1:")?, before + 1);
+        let keys = redis.cli(&["--scan", "--pattern", "reqstate:spent:v1:*"])?;
+        let mut least_ms = i64::MAX;
+        for key in keys.lines().filter(|k| !k.is_empty()) {
+            least_ms = least_ms.min(redis.cli(&["PTTL", key])?.trim().parse()?);
+        }
+        // The token verifies on the real clock until real_now + 60 + 600
+        // (the largest leeway): the record must live at least that long.
+        assert!(
+            least_ms >= (60 + 600 - 30) * 1000,
+            "{}: a record lives {least_ms} ms, less than the token's window on the real clock",
+            imp.name
+        );
+    }
+    Ok(())
+}

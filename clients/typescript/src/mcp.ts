@@ -108,7 +108,7 @@ export interface McpRequestStateCodecOptions<T> extends Omit<CodecOptions, 'keyr
    * keyring refuse each other's rounds. Default: the name of the server
    * `bind` is given (its implementation info, as the Python drop-in defaults
    * to the server's name); `bind` throws when that server has none. A codec
-   * used without `bind` (the `call` option) and no `audience` binds `""`.
+   * used without `bind` (the `call` option) must be given one.
    */
   audience?: string;
   /**
@@ -496,6 +496,14 @@ export function createRequestStateCodec<T = unknown>(options: McpRequestStateCod
   const principalOf = custom === undefined ? mcpPrincipal : (ctx: McpContextLike | undefined) => customPrincipal(custom(ctx));
   if (options.audience !== undefined && (typeof options.audience !== 'string' || !isWellFormed(options.audience))) {
     throw new ReqstateError('invalid_argument', 'audience must be a string of UTF-8 text (the name of this service)');
+  }
+  if (options.call !== undefined && options.audience === undefined) {
+    // No bound server to name it: the empty audience would be every such service's.
+    throw new ReqstateError(
+      'invalid_argument',
+      'createRequestStateCodec with `call` needs `audience` (the name of this service): without a bound server to name it, ' +
+        "rounds would be bound to the empty audience, so services sharing a keyring would accept each other's rounds",
+    );
   }
   const unboundAudience = options.audience ?? '';
   const leeway = codec.policy.clockLeeway;

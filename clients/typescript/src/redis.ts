@@ -324,7 +324,13 @@ export class RedisReplayStore implements ReplayStore {
     if (this.#closed) throw new ReplayStoreError('unavailable', 'the replay store is closed');
     await this.#checkClocks();
     const name = this.key(record.id);
-    const lifetime = recordLifetimeMs(record, this.maxSkewMs);
+    // Counted from the earlier of the record's `now` (the verifier's clock,
+    // which a caller may inject) and this store's clock, which the check
+    // above holds within maxSkewMs of Redis's: a `now` ahead of it would give
+    // a record that dies in Redis while the token still verifies on every
+    // clock of the fleet (FORMAT.md §5.1).
+    const here = BigInt(Math.floor(this.#clock() / 1000));
+    const lifetime = recordLifetimeMs({ expiresAt: record.expiresAt, now: record.now < here ? record.now : here }, this.maxSkewMs);
     // Taken out, so that of two concurrent retries only one sends it.
     const pending = this.#takePending(name);
     const attempt = pending ?? randomAttempt();

@@ -288,7 +288,7 @@ describe('mint and its inputs', () => {
     const ctx = { mcpReq: { method: 'tools/call', signal: new AbortController().signal } };
     for (const leeway of [0, 5]) {
       let now = 1_000_000;
-      const rs = createRequestStateCodec({ keyring: KEYS, ttlSeconds: 10, clockLeewaySeconds: leeway, clock: () => now, call: { tool: 't', arguments: {} } });
+      const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', ttlSeconds: 10, clockLeewaySeconds: leeway, clock: () => now, call: { tool: 't', arguments: {} } });
       const { requestState } = await rs.inputRequired(ctx, { inputRequests: {}, state: 'x' });
       now += 10 + leeway - 1;
       assert.equal(await rs.verify(requestState, ctx), 'x');
@@ -298,7 +298,7 @@ describe('mint and its inputs', () => {
   });
 
   test('a Date, nesting over the limit and a lone surrogate get clear errors', async () => {
-    const rs = createRequestStateCodec({ keyring: KEYS, call: { tool: 't', arguments: {} } });
+    const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', call: { tool: 't', arguments: {} } });
     const ctx = { mcpReq: { method: 'tools/call', signal: new AbortController().signal } };
     const nest = (n) => (n === 0 ? 1 : { a: nest(n - 1) });
     await assert.rejects(rs.inputRequired(ctx, { inputRequests: {}, state: { when: new Date(0) } }), (e) => reason('state_encoding')(e) && /a Date at \$\.when: .*toISOString/.test(e.message));
@@ -310,7 +310,7 @@ describe('mint and its inputs', () => {
     await assert.rejects(rs.mint(nest(16), ctx), (e) => reason('state_encoding')(e) && /deeper than 15 levels .*envelope takes 1/.test(e.message));
     // Arguments with a lone surrogate: invalid_argument at mint and, as a refusal, at verify.
     const refusals = [];
-    const lone = createRequestStateCodec({ keyring: KEYS, call: { tool: 't', arguments: { s: '\ud800' } }, onRefusal: (r) => refusals.push(r) });
+    const lone = createRequestStateCodec({ keyring: KEYS, audience: 'test', call: { tool: 't', arguments: { s: '\ud800' } }, onRefusal: (r) => refusals.push(r) });
     await assert.rejects(lone.inputRequired(ctx, { inputRequests: {}, state: 1 }), (e) => reason('invalid_argument')(e) && /lone surrogate/.test(e.message));
     const { requestState } = await rs.inputRequired(ctx, { inputRequests: {}, state: 1 });
     await assert.rejects(lone.verify(requestState, ctx), (e) => reason('invalid_argument')(e) && /^invalid_argument: .*lone surrogate/.test(e.message));
@@ -339,13 +339,13 @@ describe('the step of a round (docs/MCP.md)', () => {
   });
 
   test('a round under a sha256: step: complete when the answers make the step, else unanswered is null', async () => {
-    const rs = createRequestStateCodec({ keyring: KEYS, call: { tool: 't', arguments: {} } });
+    const rs = createRequestStateCodec({ keyring: KEYS, audience: 'test', call: { tool: 't', arguments: {} } });
     const keys = Array.from({ length: 30 }, (_, i) => `question-${i}`);
     const asked = Object.fromEntries(keys.map((k) => [k, {}]));
     const ctx = (inputResponses) => ({ mcpReq: { method: 'tools/call', signal: new AbortController().signal, inputResponses } });
     const first = ctx();
     const { requestState } = await rs.inputRequired(first, { inputRequests: asked, state: 7 });
-    assert.match(plain.verify(requestState, { tool: 't', context: callContext({ principal: 'null', audience: '', method: 'tools/call', arguments: {} }) }).step, /^sha256:[A-Za-z0-9_-]{43}$/);
+    assert.match(plain.verify(requestState, { tool: 't', context: callContext({ principal: 'null', audience: 'test', method: 'tools/call', arguments: {} }) }).step, /^sha256:[A-Za-z0-9_-]{43}$/);
     const all = ctx(Object.fromEntries(keys.map((k) => [k, yes])));
     assert.equal(await rs.verify(requestState, all), 7);
     assert.deepEqual(rs.unanswered(all), []);
@@ -417,6 +417,14 @@ describe('the operator\'s lines (issue 40 item 4)', () => {
     } finally {
       await legacy.close();
     }
+  });
+
+  test('a codec used with `call` (no bound server) needs an audience (issue 50 item 4)', () => {
+    assert.throws(
+      () => createRequestStateCodec({ keyring: KEYS, call: { tool: 't', arguments: {} } }),
+      (e) => e.reason === 'invalid_argument' && /needs `audience`/.test(e.message),
+    );
+    assert.doesNotThrow(() => createRequestStateCodec({ keyring: KEYS, audience: 'billing', call: { tool: 't', arguments: {} } }));
   });
 
   test('undefined keyring (an unset REQSTATE_KEYS) names keys new', () => {

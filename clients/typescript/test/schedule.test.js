@@ -268,12 +268,12 @@ describe('the schedule against the policy', () => {
 
   test('the MCP drop-in checks it with the policy it is given', async () => {
     const call = { tool: 't', arguments: {} };
-    assert.throws(() => createRequestStateCodec({ keyring: compact(), call }), reason('invalid_keyring'));
-    const mcp = createRequestStateCodec({ keyring: compact(), policy: { maxLifetime: 600 }, call, clock: () => TAKEOVER });
+    assert.throws(() => createRequestStateCodec({ keyring: compact(), audience: 'test', call }), reason('invalid_keyring'));
+    const mcp = createRequestStateCodec({ keyring: compact(), audience: 'test', policy: { maxLifetime: 600 }, call, clock: () => TAKEOVER });
     const token = await mcp.mint({ step: 'a', n: 1 }, {});
     assert.deepEqual(await mcp.verify(token, {}), { step: 'a', n: 1 });
     // Minted by key 2, the one minting at TAKEOVER: key 2 alone verifies it.
-    const two = createRequestStateCodec({ keyring: `2:primary:hmac-sha256:${secret(2)}`, call, clock: () => TAKEOVER });
+    const two = createRequestStateCodec({ keyring: `2:primary:hmac-sha256:${secret(2)}`, audience: 'test', call, clock: () => TAKEOVER });
     assert.deepEqual(await two.verify(token, {}), { step: 'a', n: 1 });
   });
 

@@ -84,3 +84,26 @@ def test_an_hmac_key_whose_turn_has_passed_is_only_verified(tmp_dir: Path) -> No
     keyring = Keyring.from_file(write_private(tmp_dir / "keyring.toml", text))
     codec = InProcessCodec(keyring)
     assert codec.unseal(codec.seal(b"secret")) == b"secret" and codec.last_key_id == 2
+
+
+def test_the_guard_judges_the_sealed_token_not_the_keyring(tmp_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 50 item 2: a reload racing the seal can change a key's algorithm
+    in place (same id, hmac-sha256 <-> xchacha20-poly1305), so the keyring as
+    it is after the seal may name another algorithm than the one the token
+    was sealed with. Here the pre-check is blind and the keyring's lookup
+    says xchacha20-poly1305 (as a reload would make it): the token's own
+    header (hmac-sha256) decides, and the readable token never leaves."""
+    hand_over = int(time.time()) - 10  # key 2 (hmac) mints now
+    codec = InProcessCodec(Keyring.from_file(scheduled(tmp_dir, hand_over)), allow_readable=True)
+    codec.allow_readable = False
+    monkeypatch.setattr(reqstate.mcp, "_refuse_readable", lambda keyring, what: None)
+    monkeypatch.setattr(reqstate.mcp, "_algorithm_of", lambda keyring, key_id: "xchacha20-poly1305", raising=False)
+    with pytest.raises(InvalidArgument, match="sealed under key 2, which is not xchacha20-poly1305"):
+        codec.seal(b"secret")
+    assert codec.last_key_id is None
+    # The header byte read as FORMAT.md §3 says, for both algorithms.
+    hmac_token = InProcessCodec(Keyring.from_file(scheduled(tmp_dir, hand_over)), allow_readable=True).seal(b"x")
+    assert reqstate.mcp._sealed_algorithm(hmac_token) == "hmac-sha256"
+    aead = InProcessCodec(Keyring.from_file(scheduled(tmp_dir, hand_over, "xchacha20-poly1305")))
+    assert reqstate.mcp._sealed_algorithm(aead.seal(b"x")) == "xchacha20-poly1305"
+    assert reqstate.mcp._sealed_algorithm("") is None

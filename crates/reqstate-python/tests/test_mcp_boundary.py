@@ -427,6 +427,22 @@ def test_bind_refuses_what_it_cannot_install(tmp_dir: Path) -> None:
         RequestStateBoundary("keys")  # type: ignore[arg-type]  # deliberately wrong
 
 
+def test_bind_refuses_an_unnamed_server_without_an_audience(tmp_dir: Path) -> None:
+    """Issue 50 item 4: an MCPServer given no name gets the SDK's default
+    ("mcp-server"), which every unnamed server shares, so its rounds would
+    be bound to an audience that is no one's: bind() refuses it, as the
+    TypeScript bind refuses a server with no name, unless an audience is
+    given."""
+    keyring = keyring_of(tmp_dir)
+    for unnamed in (MCPServer(), MCPServer("mcp-server"), MCPServer("")):
+        with pytest.raises(InvalidArgument, match=r"no name of its own .*pass audience="):
+            reqstate.mcp.bind(unnamed, keyring)
+    server = reqstate.mcp.bind(MCPServer(), keyring, audience="billing")
+    assert [m.audience for m in server.middleware if isinstance(m, RequestStateBoundary)] == ["billing"]
+    named = reqstate.mcp.bind(MCPServer("counter"), keyring)
+    assert [m.audience for m in named.middleware if isinstance(m, RequestStateBoundary)] == ["counter"]
+
+
 # ------------------------------------------------------------------ sizes
 
 

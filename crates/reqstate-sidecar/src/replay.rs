@@ -204,6 +204,11 @@ pub enum StoreDetail {
     /// The token was not recorded, and why (a clock out of bounds, a store
     /// that could not be reached).
     NotRecorded(Arc<str>),
+    /// The store answered with a refusal (out of memory, a replica's
+    /// `READONLY`, an ACL): nothing was recorded. The text names the cause
+    /// and says so; the reason's own message ("did not answer") would be
+    /// false here, so it is not used.
+    Refused(Arc<str>),
     /// The store's answer was lost after the record was sent (`cause`:
     /// what went wrong), and what a retry gets. The reason's own message
     /// ("the token was not recorded") would be false here, so it is not
@@ -236,6 +241,7 @@ impl StoreDetail {
         match self {
             StoreDetail::Plain => error.to_string(),
             StoreDetail::NotRecorded(why) => format!("{error}: {why}"),
+            StoreDetail::Refused(why) => format!("{why}; the token was not accepted"),
             StoreDetail::OutcomeUnknown { cause, retry } => outcome_unknown_message(cause, *retry),
         }
     }
@@ -887,6 +893,12 @@ impl Replay {
             return refuse_all(failure);
         }
         let max_skew = self.clock.as_ref().map_or(DEFAULT_MAX_SKEW, |c| c.max_skew);
+        // The record's lifetime is counted from the earlier of the caller's
+        // `now` and this host's clock, which the guard above holds within
+        // `max_skew` of the store's: a `now` ahead of it (the command line's
+        // `--now`) would give a record that dies in Redis while the token
+        // still verifies on every clock of the fleet (FORMAT.md §5.1).
+        let now = now.min(u64::try_from(wall_ms().div_euclid(1000)).unwrap_or(0));
         let mut attempts = Vec::with_capacity(items.len());
         for spend in items {
             let name = self.record_name(&spend.id);
@@ -920,11 +932,22 @@ impl Replay {
             .zip(replies)
             .map(|(attempt, reply)| match reply {
                 Ok(reply) => Ok(attempt.recorded(reply)),
-                Err(failure) => {
+                Err(SetFailure::Refused(failure)) => {
+                    // Redis answered: this SET recorded nothing. An earlier
+                    // attempt of unknown outcome that it retried still may
+                    // have, so its retry stays possible.
+                    if attempt.reused {
+                        self.pending
+                            .remember(attempt.name, attempt.attempt, attempt.lifetime);
+                    }
+                    Err(failure)
+                }
+                Err(SetFailure::Lost(failure)) => {
                     // It may have been recorded: let this sidecar's retry
                     // of the same consume find out.
                     let cause = match failure.why {
                         StoreDetail::NotRecorded(why)
+                        | StoreDetail::Refused(why)
                         | StoreDetail::OutcomeUnknown { cause: why, .. } => why,
                         StoreDetail::Plain => "the replay store failed".into(),
                     };
@@ -953,7 +976,7 @@ impl Replay {
         &self,
         connection: &redis::cluster_async::ClusterConnection,
         attempts: &[Attempt],
-    ) -> Vec<Result<Option<Vec<u8>>, StoreFailure>> {
+    ) -> Vec<Result<Option<Vec<u8>>, SetFailure>> {
         let calls = attempts.iter().map(|attempt| {
             let mut connection = connection.clone();
             let cmd = attempt.command();
@@ -962,9 +985,9 @@ impl Replay {
         match tokio::time::timeout(self.timeout, futures_util::future::join_all(calls)).await {
             Ok(replies) => replies
                 .into_iter()
-                .map(|reply| reply.map_err(|e| store_error(&e).into()))
+                .map(|reply| reply.map_err(|e| self.set_failure(&e)))
                 .collect(),
-            Err(_) => vec![Err(self.timed_out()); attempts.len()],
+            Err(_) => vec![Err(SetFailure::Lost(self.timed_out())); attempts.len()],
         }
     }
 
@@ -977,7 +1000,7 @@ impl Replay {
         &self,
         connection: &mut C,
         attempts: &[Attempt],
-    ) -> Vec<Result<Option<Vec<u8>>, StoreFailure>> {
+    ) -> Vec<Result<Option<Vec<u8>>, SetFailure>> {
         if let [attempt] = attempts {
             let cmd = attempt.command();
             let answered =
@@ -985,8 +1008,8 @@ impl Replay {
                     .await;
             return vec![match answered {
                 Ok(Ok(reply)) => Ok(reply),
-                Ok(Err(e)) => Err(store_error(&e).into()),
-                Err(_) => Err(self.timed_out()),
+                Ok(Err(e)) => Err(self.set_failure(&e)),
+                Err(_) => Err(SetFailure::Lost(self.timed_out())),
             }];
         }
         let mut pipeline = redis::Pipeline::with_capacity(attempts.len());
@@ -1005,10 +1028,46 @@ impl Replay {
                     got = replies.len(),
                     "replay store: a pipeline answered the wrong number of replies"
                 );
-                vec![Err(StoreError::Unavailable.into()); attempts.len()]
+                vec![
+                    Err(SetFailure::Lost(StoreFailure::unavailable(
+                        "the replay store answered a pipeline with the wrong number of replies"
+                    )));
+                    attempts.len()
+                ]
             }
-            Ok(Err(e)) => vec![Err(store_error(&e).into()); attempts.len()],
-            Err(_) => vec![Err(self.timed_out()); attempts.len()],
+            // One error for the whole pipeline: which of its commands ran is
+            // not known, so each may have been recorded.
+            Ok(Err(e)) => {
+                let failure = match self.set_failure(&e) {
+                    SetFailure::Refused(failure) | SetFailure::Lost(failure) => failure,
+                };
+                vec![Err(SetFailure::Lost(failure)); attempts.len()]
+            }
+            Err(_) => vec![Err(SetFailure::Lost(self.timed_out())); attempts.len()],
+        }
+    }
+
+    /// What a Redis error on a `SET` means: an error reply (Redis answered:
+    /// nothing was recorded by it), named for its cause; or an answer that
+    /// did not arrive (the command may have run), with what went wrong.
+    fn set_failure(&self, e: &redis::RedisError) -> SetFailure {
+        let error = store_error(e);
+        let lost = e.is_io_error() || e.is_timeout() || e.is_connection_dropped();
+        match e.code() {
+            Some(code) if !lost && !e.is_connection_refusal() => {
+                SetFailure::Refused(StoreFailure {
+                    error,
+                    why: StoreDetail::Refused(refusal_text(code).into()),
+                })
+            }
+            _ if e.is_connection_refusal() => SetFailure::Refused(StoreFailure::unavailable(
+                "the replay store refused the connection; nothing was recorded",
+            )),
+            _ if e.is_timeout() => SetFailure::Lost(StoreFailure::unavailable(format!(
+                "the replay store did not answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+            _ => SetFailure::Lost(StoreFailure::unavailable(failure_text(e))),
         }
     }
 
@@ -1039,6 +1098,54 @@ fn store_error(e: &redis::RedisError) -> StoreError {
     } else {
         StoreError::Unavailable
     }
+}
+
+/// How one `SET` of a consume failed.
+#[derive(Debug, Clone)]
+enum SetFailure {
+    /// Redis answered with an error: this SET recorded nothing.
+    Refused(StoreFailure),
+    /// The answer did not arrive (a timeout, a connection lost after the
+    /// command was sent): it may have been recorded.
+    Lost(StoreFailure),
+}
+
+/// An error reply to a `SET`, in words, by its code (never the server's
+/// message, which could quote a key). Redis answered, so nothing was
+/// recorded.
+fn refusal_text(code: &str) -> String {
+    let cause = match code {
+        "OOM" => {
+            return "Redis is out of memory and refused the record (OOM: maxmemory reached \
+                    under noeviction); nothing was recorded"
+                .into();
+        }
+        "READONLY" => {
+            "READONLY: this Redis is a replica (a failover moved the primary: use the \
+             new primary's address)"
+        }
+        "NOAUTH" | "WRONGPASS" => {
+            "authentication is required or was refused (check the user and password of \
+             --replay-store)"
+        }
+        "NOPERM" => "NOPERM: the Redis user may not run it (ACL: +set +time)",
+        "WRONGTYPE" => {
+            "WRONGTYPE: the record's name holds another kind of value (another \
+             application writing under this prefix?)"
+        }
+        "LOADING" => "LOADING: Redis is loading its data set",
+        "MASTERDOWN" => "MASTERDOWN: the replica lost its primary",
+        "BUSY" => "BUSY: Redis is running a script",
+        other => {
+            let code: String = other
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .take(32)
+                .collect();
+            return format!("Redis refused the record ({code}); nothing was recorded");
+        }
+    };
+    format!("Redis refused the record: {cause}; nothing was recorded")
 }
 
 /// What went wrong with a Redis call, in words (never the server's message,

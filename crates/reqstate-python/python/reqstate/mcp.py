@@ -195,11 +195,34 @@ def default_principal(ctx: ServerRequestContext[Any, Any]) -> str:
     return json.dumps([client_id, issuer, subject], separators=(",", ":"))
 
 
-def _algorithm_of(keyring: Keyring, key_id: int) -> str | None:
-    for key in keyring.keys():
-        if key.id == key_id:
-            return key.algorithm
-    return None
+def _sdk_default_names() -> frozenset[str]:
+    """The names a server gets when it is given none: "" and the SDK's
+    default (`MCPServer`'s `name` parameter, "mcp-server" in mcp 2.x)."""
+    names = {"", "mcp-server"}
+    try:
+        import inspect
+
+        from mcp.server.mcpserver import MCPServer
+
+        default = inspect.signature(MCPServer.__init__).parameters["name"].default
+        if isinstance(default, str):
+            names.add(default)
+    except Exception:  # noqa: BLE001 - another SDK layout: the known names stand
+        pass
+    return frozenset(names)
+
+
+_UNNAMED = _sdk_default_names()
+
+
+def _sealed_algorithm(token: str) -> str | None:
+    """The algorithm a token's header byte names (FORMAT.md §3: its low two
+    bits, 1 hmac-sha256, 2 xchacha20-poly1305), from the token itself."""
+    try:
+        header = base64.urlsafe_b64decode(token[:4])[0]
+    except (ValueError, IndexError):
+        return None
+    return {1: "hmac-sha256", 2: "xchacha20-poly1305"}.get(header & 0x03)
 
 
 def _mint_order(keyring: Keyring) -> list[tuple[int, str, bool]]:
@@ -311,9 +334,11 @@ class InProcessCodec:
                 f"the SDK's requestState envelope is {len(payload)} bytes; sealed, {refused.message} "
                 f"(InProcessCodec(max_token_len=...), at most {MAX_TOKEN_LEN})",
             ) from None
-        if not self.allow_readable and _algorithm_of(self.codec.keyring, sealed.key_id) != "xchacha20-poly1305":
+        if not self.allow_readable and _sealed_algorithm(sealed.token) != "xchacha20-poly1305":
             # The check above and the seal read the keyring (and the clock)
-            # apart: what counts is the key this token was sealed under.
+            # apart, and a reload can change a key's algorithm under the same
+            # id: what counts is the token that was produced, whose header
+            # names the algorithm it was sealed with (FORMAT.md §3).
             raise InvalidArgument(
                 "invalid_argument",
                 f"InProcessCodec.seal: the payload was sealed under key {sealed.key_id}, which is not "
@@ -562,6 +587,13 @@ class RequestStateBoundary:
         chain: list[Any] = middleware
         if any(isinstance(m, RequestStateBoundary) for m in chain):
             raise RuntimeError("this server already has a reqstate RequestStateBoundary")
+        if self.audience is None and name in _UNNAMED:
+            raise InvalidArgument(
+                "invalid_argument",
+                f"bind(): the server has no name of its own ({name!r}, the SDK's default, which every unnamed "
+                "server shares) to bind its rounds to, so two such services sharing a keyring would accept "
+                "each other's rounds: name it, MCPServer(\"counter\"), or pass audience=\"<this service>\"",
+            )
         installed = self if self.audience is not None else self._with_audience(name)
         sdk = [i for i, m in enumerate(chain) if isinstance(m, SDKRequestStateBoundary)]
         if len(sdk) > 1:

@@ -779,3 +779,75 @@ async fn a_consume_of_unknown_outcome_is_accepted_once_when_retried() -> TestRes
     assert_eq!(reason(&again), pb::Reason::Replayed, "accepted twice");
     Ok(())
 }
+
+/// Issue 50 item 3: a consume that Redis answered with a refusal recorded
+/// nothing, so it is not an outcome-unknown: the detail names the cause
+/// (out of memory under `noeviction`; a replica's `READONLY`) and says
+/// nothing was recorded, and once Redis takes records again the same token
+/// is accepted, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_from_redis_names_its_cause_and_spends_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let redis = RedisServer::start(&dir.path().join("redis"), false)?;
+    let sidecar = Sidecar::start(
+        SidecarOptions::new(keyring_toml(&[(1, "primary")]))
+            .arg("--replay-store")
+            .arg(redis.unix_url()),
+    )
+    .await?;
+    let mut client = sidecar.unix_client().await?;
+    let token = client.mint(mint(true, "1")).await?.into_inner().token;
+
+    // Out of memory under noeviction.
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])?;
+    redis.cli(&["CONFIG", "SET", "maxmemory", "1"])?;
+    let full = client.verify(verify(&token, true)).await?.into_inner();
+    assert!(!full.valid);
+    assert_eq!(
+        reason(&full),
+        pb::Reason::ReplayStoreFull,
+        "{}",
+        full.detail
+    );
+    assert!(
+        !full.detail.contains("did not answer")
+            && full
+                .detail
+                .contains("Redis is out of memory and refused the record")
+            && full.detail.contains("nothing was recorded")
+            && !full.detail.contains("may or may not be spent"),
+        "{}",
+        full.detail
+    );
+    redis.cli(&["CONFIG", "SET", "maxmemory", "0"])?;
+
+    // A replica (its primary unreachable): READONLY.
+    redis.cli(&["CONFIG", "SET", "replica-read-only", "yes"])?;
+    redis.cli(&["REPLICAOF", "127.0.0.1", "1"])?;
+    let read_only = client.verify(verify(&token, true)).await?.into_inner();
+    assert!(!read_only.valid);
+    assert_eq!(
+        reason(&read_only),
+        pb::Reason::ReplayStoreUnavailable,
+        "{}",
+        read_only.detail
+    );
+    assert!(
+        !read_only.detail.contains("did not answer")
+            && read_only
+                .detail
+                .contains("READONLY: this Redis is a replica")
+            && read_only.detail.contains("nothing was recorded")
+            && !read_only.detail.contains("may or may not be spent"),
+        "{}",
+        read_only.detail
+    );
+    redis.cli(&["REPLICAOF", "NO", "ONE"])?;
+
+    // Nothing was spent: the token is accepted now, once.
+    let accepted = client.verify(verify(&token, true)).await?.into_inner();
+    assert!(accepted.valid, "{}", accepted.detail);
+    let replayed = client.verify(verify(&token, true)).await?.into_inner();
+    assert_eq!(reason(&replayed), pb::Reason::Replayed);
+    Ok(())
+}
