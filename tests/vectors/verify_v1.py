@@ -220,8 +220,9 @@ def read_secret(text: str) -> bytes:
 def load_keyring_file(version, entries: list[dict]) -> "Keyring":
     """A keyring file given as its `version` (None: absent) and `[[key]]`
     tables; every problem is `invalid_keyring`."""
-    if version is not None and version != 1:
-        raise fail("invalid_keyring", f"version {version}")
+    # The integer 1: not `true` or `1.0` (which Python's == would take for 1), not "1".
+    if version is not None and (type(version) is not int or version != 1):
+        raise fail("invalid_keyring", f"version {version!r}")
     if not entries:
         raise fail("invalid_keyring", "no [[key]]")
     keys = []

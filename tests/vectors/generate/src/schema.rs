@@ -169,7 +169,9 @@ pub(crate) struct KeyringVector {
 }
 
 /// One `[[key]]` table of a keyring vector (docs/KEYRING.md), field for
-/// field; `created` is the text of a TOML offset date-time, written bare.
+/// field; `created` is a date-time's text, written bare (an offset date-time
+/// where the keyring is accepted; a local date-time, a date or a time where
+/// a vector shows it refused).
 #[derive(Serialize, Deserialize, PartialEq, Debug, Clone, Default)]
 pub(crate) struct KeyringEntry {
     /// An integer, or (to be refused) another JSON value; absent, refused.
@@ -181,10 +183,10 @@ pub(crate) struct KeyringEntry {
     pub(crate) status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) created: Option<String>,
-    /// A TOML offset date-time, written bare, as `created`.
+    /// A date-time's text, written bare, as `created`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mint_from: Option<String>,
-    /// A TOML offset date-time, written bare, as `created`.
+    /// A date-time's text, written bare, as `created`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) retire_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

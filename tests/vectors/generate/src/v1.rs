@@ -77,8 +77,9 @@ pub(crate) fn generate() -> VectorFile {
                       4; a command line refuses them itself, docs/CLI.md). \
                       `keyrings` are keyring files to load (docs/KEYRING.md, FORMAT.md section 1): `version`, \
                       when present, is the top-level field; each of `keys` is one `[[key]]` table, field \
-                      for field (strings as TOML strings, `created` the text of a TOML offset date-time \
-                      written bare, any other field a string); accepted, or refused with `expect_fail`. An \
+                      for field (strings as TOML strings; `created` a date-time's text, written bare as a TOML \
+                      value: an offset date-time where accepted, and in the refused ones what TOML reads as a \
+                      local date-time, a date or a time; any other field a string); accepted, or refused with `expect_fail`. An \
                       accepted one's `mint`: its `token` verifies under it at `now` (with `tool`, `context`) \
                       to `step` and `state_cbor` from key `key_id`, and minting those claims for `ttl` \
                       seconds under it at `now` mints with key `key_id`, giving `token` itself when \

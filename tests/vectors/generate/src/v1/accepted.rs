@@ -152,6 +152,26 @@ pub(super) fn accepted(m: &Minted) -> Vec<AcceptedVector> {
                 0x82, 0x7f, 0x61, 0x61, 0x62, 0xc3, 0xa9, 0x60, 0xff, 0x5f, 0x41, 0x00, 0x40, 0xff,
             ],
         ),
+        (
+            "state nested 16 levels through arrays, an indefinite-length text at the deepest (its chunks are not a level)",
+            "s",
+            600,
+            [
+                vec![0x81; 16],
+                vec![0x7f, 0x61, 0x61, 0x62, 0x62, 0x63, 0xff],
+            ]
+            .concat(),
+        ),
+        (
+            "state nested 16 levels through maps, an indefinite-length byte string as the deepest value",
+            "s",
+            600,
+            [
+                [0xa1, 0x00].repeat(16),
+                vec![0x5f, 0x41, 0x00, 0x42, 0x01, 0x02, 0xff],
+            ]
+            .concat(),
+        ),
         ("state: empty indefinite text", "s", 600, vec![0x7f, 0xff]),
         (
             "state: duplicate map keys are not refused",

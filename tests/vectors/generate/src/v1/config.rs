@@ -179,6 +179,30 @@ pub(super) fn keyrings() -> Vec<KeyringVector> {
             ik,
         ),
         keyring(
+            "secret: a form feed around it (not ignored)",
+            vec![with_secret(
+                entry(1, h, "primary", 32),
+                format!("{b64_32}\u{c}"),
+            )],
+            ik,
+        ),
+        keyring(
+            "secret: a vertical tab around it (not ignored)",
+            vec![with_secret(
+                entry(1, h, "primary", 32),
+                format!("\u{b}{b64_32}"),
+            )],
+            ik,
+        ),
+        keyring(
+            "secret: = inside (the rest would decode)",
+            vec![with_secret(
+                entry(1, h, "primary", 32),
+                format!("{}={}", &b64_32[..20], b64_32[20..].trim_end_matches('=')),
+            )],
+            ik,
+        ),
+        keyring(
             "secret: the base64url alphabet (- and _)",
             vec![with_secret(
                 entry(1, h, "primary", 32),
@@ -245,6 +269,14 @@ pub(super) fn keyrings() -> Vec<KeyringVector> {
             "created: a local date-time (no offset) is refused",
             vec![KeyringEntry {
                 created: Some("2026-11-30T12:00:00".into()),
+                ..entry(1, h, "primary", 32)
+            }],
+            ik,
+        ),
+        keyring(
+            "created: a time alone is refused",
+            vec![KeyringEntry {
+                created: Some("12:00:00".into()),
                 ..entry(1, h, "primary", 32)
             }],
             ik,

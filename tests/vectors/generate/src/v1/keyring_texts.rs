@@ -300,6 +300,86 @@ pub(super) fn keyring_texts() -> Vec<KeyringTextVector> {
     ] {
         all.extend(refused_both(&format!("mint_from: {name}"), text));
     }
+    // The rest of a keyring file's rules, read by each implementation's own
+    // TOML reader (issue 49): the top level, `created`, an instant's type
+    // and month, the load rule of a schedule without a policy.
+    let plain = tables("", "");
+    for (name, toml) in [
+        (
+            "version = true (a boolean, not the integer 1)",
+            plain.replacen("version = 1\n", "version = true\n", 1),
+        ),
+        (
+            "version = \"1\" (a string, not the integer 1)",
+            plain.replacen("version = 1\n", "version = \"1\"\n", 1),
+        ),
+        (
+            "version = 1.0 (a float, not the integer 1)",
+            plain.replacen("version = 1\n", "version = 1.0\n", 1),
+        ),
+        (
+            "an unknown top-level field (comment)",
+            plain.replacen("version = 1\n", "version = 1\ncomment = \"old keys\"\n", 1),
+        ),
+        (
+            "created: a quoted string (table)",
+            tables(&field("created", "\"2026-11-30T12:00:00Z\"", false), ""),
+        ),
+        (
+            "created: a quoted string (inline table)",
+            inline(&field("created", "\"2026-11-30T12:00:00Z\"", true), ""),
+        ),
+        (
+            "created: a time alone",
+            tables(&field("created", "12:00:00", false), ""),
+        ),
+        (
+            "created: a date alone",
+            tables(&field("created", "2026-11-30", false), ""),
+        ),
+        (
+            "created: a local date-time (no offset)",
+            tables(&field("created", "2026-11-30T12:00:00", false), ""),
+        ),
+        (
+            "created: an integer",
+            tables(&field("created", "1796040000", false), ""),
+        ),
+        (
+            "retire_at before the successor's mint_from (the load rule, without a policy)",
+            tables(
+                &field("retire_at", "2026-12-01T12:04:59Z", false),
+                &field("mint_from", "2026-12-01T12:05:00Z", false),
+            ),
+        ),
+    ] {
+        all.push(refused(name, toml));
+    }
+    all.extend(refused_both(
+        "mint_from: a TOML integer (unix seconds)",
+        "1796126700",
+    ));
+    all.extend(refused_both("mint_from: month 00", "2026-00-01T12:05:00Z"));
+    all.extend(refused_both("mint_from: a time alone", "12:05:00"));
+    all.push(accepted(
+        "created: an offset date-time is informational (not an instant of the schedule)",
+        tables(&field("created", "2026-11-30T12:00:00+01:00", false), ""),
+        vec![check(T, 1, &[1, 2])],
+    ));
+    all.push(takeover(
+        "offset -00:00 is read as +00:00",
+        "2026-12-01T12:05:00-00:00",
+        T,
+        false,
+    ));
+    all.push(accepted(
+        "retire_at at the successor's mint_from (the load rule's boundary, without a policy)",
+        tables(
+            &field("retire_at", "2026-12-01T12:05:00Z", false),
+            &field("mint_from", "2026-12-01T12:05:00Z", false),
+        ),
+        vec![check(T - 1, 1, &[1, 2]), check(T, 2, &[2])],
+    ));
     for (name, text) in [
         ("a fraction of a second", "2026-12-01T12:16:00.5Z"),
         ("second 60", "2026-12-01T12:16:60Z"),

@@ -323,6 +323,7 @@ pub(super) fn schedules() -> Vec<ScheduleVector> {
         refused(name, vec![key(1, H, "primary"), k], served())
     };
     bad.extend([
+        written("mint_from in month 00", "mint_from", "2026-00-01T12:05:00Z"),
         written(
             "mint_from with a fraction of a second",
             "mint_from",
