@@ -152,6 +152,8 @@ if $quick; then
 
     step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
     python3 scripts/check-docs.py
+    step "the house: per crate, files, lines, import circles and files over 1000 lines (scripts/house.py)"
+    python3 scripts/house.py
 
     if $vectors; then
         step "vectors: tests/vectors/*.json match their definitions (reqstate-vectors check)"
@@ -242,6 +244,9 @@ bg_start release-musl cargo build --release --locked -p reqstate-sidecar -p reqs
 step "docs: links, anchors, § references and paths (scripts/check-docs.py)"
 python3 scripts/check-docs.py --self-test
 python3 scripts/check-docs.py
+
+step "the house: per crate, files, lines, import circles and files over 1000 lines (scripts/house.py)"
+python3 scripts/house.py
 
 step "vendored h2: exactly crates.io's release + reqstate.patch; yanks, newer releases, advisories (scripts/vendor-h2)"
 # cargo deny cannot see a path dependency: these scripts watch vendor/h2.

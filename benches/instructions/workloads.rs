@@ -19,9 +19,9 @@ use reqstate_proto::v1::{MintRequest, VerifyRequest, mint_request::StateValue};
 use reqstate_sidecar::call_gate::CallGateLayer;
 use reqstate_sidecar::config::Limits;
 use reqstate_sidecar::metrics::Metrics;
-use reqstate_sidecar::replay::Replay;
-use reqstate_sidecar::replay::ReplayStoreConfig;
 use reqstate_sidecar::service::RequestStateService;
+use reqstate_spent_store::SpentStore;
+use reqstate_spent_store::StoreConfig;
 use ring::{aead, hmac};
 use tower::{Layer as _, Service, ServiceExt as _};
 
@@ -293,11 +293,8 @@ impl Sidecar {
             max_concurrent_calls: 1024,
             max_health_calls: 64,
         };
-        let replay = Replay::new(
-            &ReplayStoreConfig::Memory { capacity: 1024 },
-            metrics.clone(),
-        )
-        .map_err(|e| e.to_string())?;
+        let replay = SpentStore::new(&StoreConfig::Memory { capacity: 1024 }, metrics.clone())
+            .map_err(|e| e.to_string())?;
         let shared = reqstate_sidecar::live_keyring::shared(codec(Algorithm::XChaCha20Poly1305));
         let service = RequestStateServer::new(RequestStateService::new(
             shared,

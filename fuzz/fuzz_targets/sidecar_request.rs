@@ -25,7 +25,7 @@ use reqstate_proto::v1::request_state_server::RequestState;
 use reqstate_sidecar::config::Limits;
 use reqstate_sidecar::metrics::Metrics;
 use reqstate_sidecar::live_keyring;
-use reqstate_sidecar::replay::{Replay, ReplayStoreConfig};
+use reqstate_spent_store::{SpentStore, StoreConfig};
 use reqstate_sidecar::service::RequestStateService;
 use tonic::Request;
 
@@ -54,8 +54,8 @@ fn fixture() -> &'static Fixture {
             service: RequestStateService::new(
                 shared,
                 Arc::new(
-                    Replay::new(
-                        &ReplayStoreConfig::Memory { capacity: 1 << 16 },
+                    SpentStore::new(
+                        &StoreConfig::Memory { capacity: 1 << 16 },
                         metrics.clone(),
                     )
                     .expect("memory replay store"),

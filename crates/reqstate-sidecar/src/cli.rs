@@ -318,7 +318,7 @@ pub struct ServeArgs {
 
     /// Prefix of every record name in Redis, one per deployment sharing a
     /// server (records are `<prefix>spent:v1:<key id>:<token id>`).
-    #[arg(long, env = "REQSTATE_REPLAY_KEY_PREFIX", default_value = crate::replay::DEFAULT_KEY_PREFIX)]
+    #[arg(long, env = "REQSTATE_REPLAY_KEY_PREFIX", default_value = reqstate_spent_store::DEFAULT_KEY_PREFIX)]
     pub replay_key_prefix: String,
 
     /// Deadline of one replay store call, in milliseconds; a consume whose
@@ -337,7 +337,7 @@ pub struct ServeArgs {
     /// Live records the memory store holds at most; when it is full of live
     /// records, consumes are refused (REASON_REPLAY_STORE_FULL) rather than
     /// any record forgotten.
-    #[arg(long, env = "REQSTATE_REPLAY_CAPACITY", default_value_t = crate::replay::DEFAULT_MEMORY_CAPACITY)]
+    #[arg(long, env = "REQSTATE_REPLAY_CAPACITY", default_value_t = reqstate_spent_store::DEFAULT_MEMORY_CAPACITY)]
     pub replay_capacity: usize,
 
     /// Deadline of every call, in milliseconds (a shorter client
@@ -756,7 +756,7 @@ pub struct ReplayArgs {
     pub replay_store: Option<String>,
     /// With `--replay-store`: prefix of the record names.
     #[arg(long, value_name = "PREFIX", requires = "replay_store",
-          default_value = crate::replay::DEFAULT_KEY_PREFIX)]
+          default_value = reqstate_spent_store::DEFAULT_KEY_PREFIX)]
     pub replay_key_prefix: String,
     /// With `--replay-store`: deadline of the store call, in milliseconds.
     #[arg(

@@ -14,7 +14,7 @@ use zeroize::Zeroizing;
 use crate::bearer::AuthTokenFile;
 use crate::cli::ServeArgs;
 use crate::keyring_source::{KeyringLoadError, KeyringPermissions, load_keyring_file};
-use crate::replay::ReplayStoreConfig;
+use reqstate_spent_store::StoreConfig;
 
 /// A place to serve gRPC.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,7 +163,7 @@ pub struct ServeConfig {
     /// Quiet time before a file change is reloaded.
     pub reload_debounce: Duration,
     /// Where consumed single-use tokens are recorded.
-    pub replay: ReplayStoreConfig,
+    pub replay: StoreConfig,
     /// `--dev`: print the warning and the example call.
     pub dev: bool,
 }
@@ -543,7 +543,7 @@ impl ServeConfig {
 
 /// The replay store flags, checked: a known URL scheme, a timeout and a
 /// capacity in range. Messages never repeat a URL's password.
-fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigError> {
+fn replay_store_config(args: &ServeArgs) -> Result<StoreConfig, ConfigError> {
     let store = args.replay_store.trim();
     if store == "memory" {
         if args.replay_cluster {
@@ -554,7 +554,7 @@ fn replay_store_config(args: &ServeArgs) -> Result<ReplayStoreConfig, ConfigErro
         if args.replay_capacity < 64 {
             return Err(ConfigError::new("--replay-capacity must be at least 64"));
         }
-        return Ok(ReplayStoreConfig::Memory {
+        return Ok(StoreConfig::Memory {
             capacity: args.replay_capacity,
         });
     }
@@ -575,7 +575,7 @@ pub fn shared_store_config(
     prefix: &str,
     timeout_ms: u64,
     max_skew_ms: u64,
-) -> Result<ReplayStoreConfig, ConfigError> {
+) -> Result<StoreConfig, ConfigError> {
     if !(1..=60_000).contains(&timeout_ms) {
         return Err(ConfigError::new("--replay-timeout-ms must be in 1..=60000"));
     }
@@ -599,13 +599,13 @@ pub fn shared_store_config(
         if !known {
             return Err(ConfigError::new(format!(
                 "--replay-store {}: expected a redis://, rediss:// or unix:// URL",
-                crate::replay::redacted(url)
+                reqstate_spent_store::redacted(url)
             )));
         }
     }
     match (urls.len(), cluster) {
         (0, _) => Err(ConfigError::new("--replay-store is empty")),
-        (1, false) => Ok(ReplayStoreConfig::Redis {
+        (1, false) => Ok(StoreConfig::Redis {
             url: urls[0].clone(),
             prefix,
             timeout,
@@ -620,7 +620,7 @@ pub fn shared_store_config(
                     "--replay-cluster nodes are redis:// or rediss:// URLs, not Unix sockets",
                 ));
             }
-            Ok(ReplayStoreConfig::Cluster {
+            Ok(StoreConfig::Cluster {
                 urls,
                 prefix,
                 timeout,

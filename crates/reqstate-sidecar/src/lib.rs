@@ -50,7 +50,6 @@ pub mod metrics;
 pub mod output;
 pub mod reload;
 pub mod remote;
-pub mod replay;
 pub mod serve;
 pub mod service;
 pub mod service_manager;

@@ -331,9 +331,9 @@ fn run_verify(command: &str, args: VerifyArgs) -> u8 {
                 // Spent in the shared store, by the rule of docs/SINGLE_USE.md.
                 Some((runtime, replay)) => {
                     let now = redemption.now();
-                    let spend = crate::replay::Spend::of(&redemption);
+                    let spend = reqstate_spent_store::Spend::of(&redemption);
                     let recorded = runtime.block_on(replay.record(spend, now));
-                    crate::replay::finish(redemption, recorded)
+                    reqstate_spent_store::finish(redemption, recorded)
                         .map_err(|e| VerifyError::Unspent(e.for_one_run()))?
                 }
                 // A record for this run only (see `--consume`).
@@ -538,7 +538,7 @@ enum VerifyError {
     /// A refusal or caller error of the core.
     Core(reqstate::Error),
     /// A replay, or the shared store did not record the token, and why.
-    Unspent(crate::replay::Unspent),
+    Unspent(reqstate_spent_store::Unspent),
 }
 
 impl From<reqstate::Error> for VerifyError {
@@ -570,7 +570,7 @@ impl std::fmt::Display for VerifyError {
 fn shared_store(
     args: &VerifyArgs,
     url: &str,
-) -> Result<(tokio::runtime::Runtime, crate::replay::Replay), String> {
+) -> Result<(tokio::runtime::Runtime, reqstate_spent_store::SpentStore), String> {
     let config = crate::config::shared_store_config(
         url,
         false,
@@ -586,7 +586,7 @@ fn shared_store(
     let metrics = crate::metrics::Metrics::new().map_err(|e| e.to_string())?;
     let replay = {
         let _entered = runtime.enter();
-        crate::replay::Replay::new(&config, std::sync::Arc::new(metrics))
+        reqstate_spent_store::SpentStore::new(&config, std::sync::Arc::new(metrics))
             .map_err(|e| e.to_string())?
     };
     Ok((runtime, replay))

@@ -19,6 +19,8 @@ use reqstate::Keyring;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use reqstate_spent_store::{Recorded, StoreObserver};
+
 use crate::key_evidence::KeyringCollector;
 use crate::live_keyring::SharedKeyring;
 
@@ -289,34 +291,6 @@ impl Metrics {
         self.calls.with_label_values(&[rpc, result]).inc();
     }
 
-    /// Counts one replay store call and the answer for each of its tokens.
-    pub fn observe_replay_store(&self, elapsed: Duration, answers: &[crate::replay::Recorded]) {
-        self.replay_store_latency.observe(elapsed.as_secs_f64());
-        for answer in answers {
-            let (result, hot) = match answer {
-                Ok(true) => ("consumed", Some(0)),
-                Ok(false) => ("replayed", Some(1)),
-                Err(failure) => match failure.error {
-                    reqstate::StoreError::Full => ("replay_store_full", None),
-                    reqstate::StoreError::Unavailable => ("replay_store_unavailable", None),
-                },
-            };
-            match hot {
-                Some(i) => self.hot_replay_records[i]
-                    .get_or_init(|| self.replay_records.with_label_values(&[result]))
-                    .inc(),
-                None => self.replay_records.with_label_values(&[result]).inc(),
-            }
-        }
-    }
-
-    /// Records a reading of the replay store's clock: this clock minus the
-    /// store's, and the bound.
-    pub fn observe_replay_store_clock(&self, skew_ms: i64, max_skew: Duration) {
-        self.replay_store_clock_skew.set(skew_ms as f64 / 1000.0);
-        self.replay_store_max_skew.set(max_skew.as_secs_f64());
-    }
-
     /// Counts one item of a batch.
     pub fn observe_batch_item(&self, rpc: &'static str, result: &'static str) {
         if result == "ok"
@@ -402,6 +376,38 @@ impl Metrics {
 
     fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
+    }
+}
+
+/// The spent-token store reports its calls and clock readings here
+/// (`reqstate_replay_*`): the store knows nothing of these metrics.
+impl StoreObserver for Metrics {
+    /// Counts one replay store call and the answer for each of its tokens.
+    fn consumed(&self, took: Duration, answers: &[Recorded]) {
+        self.replay_store_latency.observe(took.as_secs_f64());
+        for answer in answers {
+            let (result, hot) = match answer {
+                Ok(true) => ("consumed", Some(0)),
+                Ok(false) => ("replayed", Some(1)),
+                Err(failure) => match failure.error {
+                    reqstate::StoreError::Full => ("replay_store_full", None),
+                    reqstate::StoreError::Unavailable => ("replay_store_unavailable", None),
+                },
+            };
+            match hot {
+                Some(i) => self.hot_replay_records[i]
+                    .get_or_init(|| self.replay_records.with_label_values(&[result]))
+                    .inc(),
+                None => self.replay_records.with_label_values(&[result]).inc(),
+            }
+        }
+    }
+
+    /// Records a reading of the replay store's clock: this clock minus the
+    /// store's, and the bound.
+    fn clock_read(&self, skew_ms: i64, max_skew: Duration) {
+        self.replay_store_clock_skew.set(skew_ms as f64 / 1000.0);
+        self.replay_store_max_skew.set(max_skew.as_secs_f64());
     }
 }
 

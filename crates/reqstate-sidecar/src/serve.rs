@@ -27,9 +27,9 @@ use crate::listeners::{BoundListener, bind};
 use crate::live_keyring;
 use crate::metrics::{Metrics, serve_admin};
 use crate::reload::{self, KeyringReloader, Reloaders};
-use crate::replay::Replay;
 use crate::service::RequestStateService;
 use crate::service_manager;
+use reqstate_spent_store::SpentStore;
 
 /// Exit code for a failure after the configuration was accepted (a port in
 /// use, a watch that cannot be set up).
@@ -139,7 +139,7 @@ async fn serve(config: ServeConfig) -> u8 {
             return EXIT_RUNTIME_FAILURE;
         }
     };
-    let replay = match Replay::new(&replay, metrics.clone()) {
+    let replay = match SpentStore::new(&replay, metrics.clone()) {
         Ok(replay) => {
             let replay = Arc::new(replay);
             // Connects now, and keeps the clock check against Redis current.

@@ -15,11 +15,11 @@ use crate::call_metrics::answer;
 use crate::config::Limits;
 use crate::live_keyring::{KeyringInService, SharedKeyring};
 use crate::metrics::Metrics;
-use crate::replay::{Replay, Spend};
 use crate::wire::{
     self, Checked, VerifyFailure, check_one, finish_consume, key_info, mint_error_status,
     mint_failure_status, mint_one, refused_verify_response, wire_reason, wire_transition,
 };
+use reqstate_spent_store::{Spend, SpentStore};
 
 /// Counts an answered Verify (or batch item) under its key: accepted, or
 /// refused (a caller error or a store that did not record is neither).
@@ -41,7 +41,7 @@ fn count_verify(
 #[derive(Debug, Clone)]
 pub struct RequestStateService {
     keyring: SharedKeyring,
-    replay: Arc<Replay>,
+    replay: Arc<SpentStore>,
     limits: Limits,
     metrics: Arc<Metrics>,
 }
@@ -51,7 +51,7 @@ impl RequestStateService {
     /// tokens in `replay`.
     pub fn new(
         keyring: SharedKeyring,
-        replay: Arc<Replay>,
+        replay: Arc<SpentStore>,
         limits: Limits,
         metrics: Arc<Metrics>,
     ) -> Self {

@@ -75,7 +75,7 @@ pub enum VerifyFailure {
     /// closed; not refused either: the caller may retry), with what the
     /// caller should know beyond the reason: a clock out of bounds, an
     /// outcome that is unknown and how to retry.
-    NotRecorded(StoreError, crate::replay::StoreDetail),
+    NotRecorded(StoreError, reqstate_spent_store::StoreDetail),
 }
 
 impl VerifyFailure {
@@ -108,11 +108,11 @@ impl VerifyFailure {
     }
 }
 
-impl From<crate::replay::Unspent> for VerifyFailure {
-    fn from(e: crate::replay::Unspent) -> Self {
+impl From<reqstate_spent_store::Unspent> for VerifyFailure {
+    fn from(e: reqstate_spent_store::Unspent) -> Self {
         match e {
-            crate::replay::Unspent::Refused(refusal) => VerifyFailure::Refused(refusal),
-            crate::replay::Unspent::NotRecorded(error, why) => {
+            reqstate_spent_store::Unspent::Refused(refusal) => VerifyFailure::Refused(refusal),
+            reqstate_spent_store::Unspent::NotRecorded(error, why) => {
                 VerifyFailure::NotRecorded(error, why)
             }
         }
@@ -299,9 +299,9 @@ pub fn check_one(codec: &Codec, request: &pb::VerifyRequest) -> Checked {
 /// The end of a consume: the store's answer decides.
 pub fn finish_consume(
     redemption: Redemption<pb::verify_response::StateValue>,
-    recorded: crate::replay::Recorded,
+    recorded: reqstate_spent_store::Recorded,
 ) -> Result<pb::VerifyResponse, VerifyFailure> {
-    Ok(verified_response(crate::replay::finish(
+    Ok(verified_response(reqstate_spent_store::finish(
         redemption, recorded,
     )?))
 }
