@@ -4,6 +4,7 @@ tests/conformance/; these check the Python one alone, in a subprocess."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -190,3 +191,48 @@ def test_replay_flags_are_usage_errors_where_they_do_not_belong(tmp_dir: Path) -
         assert "s3cr" not in done.stderr and "et@x" not in done.stderr and "p%2F" not in done.stderr, done.stderr
     done = run_cli([*PY, "mint", "--keyring", k, "--tool", "t", "--step", "s", "--replay-store", url])
     assert done.returncode == 64 and "not a flag of mint" in done.stderr
+
+
+def test_keys_new_prints_a_keyring_that_loads_and_mints(tmp_dir: Path) -> None:
+    """Issue 40 item 6: `python -m reqstate keys new` makes a keyring (TOML,
+    or the compact form with --compact), fresh every run; the TOML one loads
+    from a 0600 file and its tokens verify; bad flags are exit 64."""
+    first, second = run_cli([*PY, "keys", "new"]), run_cli([*PY, "keys", "new"])
+    assert first.returncode == 0 and first.stderr == "", first.stderr
+    assert first.stdout != second.stdout
+    match = re.fullmatch(
+        r'version = 1\n\n\[\[key\]\]\nid = 1\nstatus = "primary"\nalgorithm = "xchacha20-poly1305"\n'
+        r"created = \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\n"
+        r'secret = "([A-Za-z0-9+/]{43}=)"\n',
+        first.stdout,
+    )
+    assert match, first.stdout
+    path = write_private(tmp_dir / "keyring.toml", first.stdout)
+    codec = Codec(Keyring.from_file(str(path)))
+    minted = codec.mint(Binding("increase-counter", b""), "confirm", {"n": 1}, ttl=60)
+    assert codec.verify(minted.token, Binding("increase-counter", b""), expected_step="confirm").state == {"n": 1}
+
+    compact = run_cli([*PY, "keys", "new", "--compact", "--id", "2", "--status", "active", "--algorithm", "hmac-sha256", "--secret-bytes", "64"])
+    assert compact.returncode == 0, compact.stderr
+    entry = re.fullmatch(r"2:active:hmac-sha256:([A-Za-z0-9+/]+=*)\n", compact.stdout)
+    assert entry and len(base64.b64decode(entry.group(1))) == 64, compact.stdout
+    table = run_cli([*PY, "keys", "new", "--id", "2", "--status", "active"])
+    assert table.stdout.startswith('[[key]]\nid = 2\nstatus = "active"\n'), table.stdout
+    # Appended to the first keyring, it loads: the rotation's first step.
+    Keyring.from_toml(first.stdout + "\n" + table.stdout)
+
+    for args, message in [
+        (["--id", "01"], "without leading zeros"),
+        (["--id", "4294967296"], "0..=4294967295"),
+        (["--status", "retired"], "--status must be primary"),
+        (["--algorithm", "aes"], "--algorithm must be"),
+        (["--secret-bytes", "31"], "32..=1024"),
+        (["--keyring", "x"], "--keyring"),
+        (["extra"], "no positional argument"),
+    ]:
+        bad = run_cli([*PY, "keys", "new", *args])
+        assert bad.returncode == 64 and bad.stdout == "", (args, bad.stdout)
+        assert message in bad.stderr, (args, bad.stderr)
+    for args in (["keys"], ["keys", "init"]):
+        bad = run_cli([*PY, *args])
+        assert bad.returncode == 64 and "keys new" in bad.stderr, bad.stderr

@@ -571,3 +571,18 @@ def test_resources_read_is_bound_to_its_uri(tmp_dir: Path) -> None:
             )
 
     run(go)
+
+
+@pytest.mark.parametrize("blocked", ["mcp", "mcp.server.context"])
+def test_importing_without_the_sdk_says_which_versions_and_how(blocked: str) -> None:
+    """Issue 40 item 7: `import reqstate.mcp` without the SDK (or with mcp
+    1.x, which has no `mcp.server.context`) names the versions that work and
+    the command that installs them, instead of a bare ModuleNotFoundError."""
+    import sys as _sys
+
+    code = f"import sys; sys.modules[{blocked!r}] = None; import reqstate.mcp"
+    done = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: reqstate.mcp needs the official MCP SDK for Python, mcp>=2.3.0,<3"), done.stderr
+    assert "pip install 'reqstate[mcp]'" in last and "is installed" in last, last

@@ -90,7 +90,30 @@ Verifies a token and prints {"valid":true,"step","state","state_cbor_hex",
     + _SHARED
 )
 
-_USAGE = "usage: python -m reqstate (mint | verify) [flags]; `python -m reqstate mint --help`"
+_USAGE = (
+    "usage: python -m reqstate (mint | verify | keys new) [flags]; `python -m reqstate mint --help`, "
+    "`python -m reqstate keys new --help`"
+)
+
+_KEYS_NEW_HELP = """\
+usage: python -m reqstate keys new [--id N] [--status primary|active]
+           [--algorithm xchacha20-poly1305|hmac-sha256] [--secret-bytes N] [--compact]
+
+Prints a fresh key, from the operating system's CSPRNG, to standard output only:
+by default a whole TOML keyring (docs/KEYRING.md) of one primary key, for
+`python -m reqstate keys new > keyring.toml && chmod 600 keyring.toml`; with
+--compact, the one-line compact form that @reqstate/codec reads (REQSTATE_KEYS,
+a Worker secret). --status active prints a key to add to a keyring for a
+rotation (docs/ROTATION.md): its [[key]] table, or its compact entry to append
+after a comma.
+
+  --id N                 the key id, 0-4294967295 without leading zeros (default 1)
+  --status S             primary (default) or active
+  --algorithm A          xchacha20-poly1305 (default) or hmac-sha256
+  --secret-bytes N       random bytes of the secret, 32-1024 (default 32)
+  --compact              the compact form instead of TOML
+  --help                 print this help
+"""
 
 _SWITCHES = {"--single-use", "--consume", "--allow-insecure-keyring-permissions", "--help"}
 _COMMON_VALUES = {
@@ -105,11 +128,13 @@ _COMMON_VALUES = {
     "--max-lifetime",
 }
 _FLAGS = {
+    "keys new": {"--id", "--status", "--algorithm", "--secret-bytes"},
     "mint": _COMMON_VALUES | {"--step", "--state-json", "--state-cbor-hex", "--ttl"},
     "verify": _COMMON_VALUES
     | {"--expected-step", "--token", "--replay-store", "--replay-key-prefix", "--replay-timeout-ms", "--replay-max-skew-ms"},
 }
 _COMMAND_SWITCHES = {
+    "keys new": {"--compact", "--help"},
     "mint": {"--single-use", "--allow-insecure-keyring-permissions", "--help"},
     "verify": {"--consume", "--allow-insecure-keyring-permissions", "--help"},
 }
@@ -426,6 +451,49 @@ def verify(args: Sequence[str], out: TextIO, stdin: TextIO) -> int:
     return EXIT_OK
 
 
+def keys_new(args: Sequence[str], out: TextIO) -> int:
+    """`keys new`: a fresh key, as a TOML keyring (or table) or a compact entry."""
+    parsed = _parse("keys new", args)
+    if "--help" in parsed.switches:
+        _print(out, _KEYS_NEW_HELP.rstrip("\n"))
+        return EXIT_OK
+    if parsed.positional:
+        raise UsageError("keys new takes no positional argument")
+    id_text = parsed.values.get("--id", "1")
+    if not re.fullmatch(r"0|[1-9][0-9]{0,9}", id_text) or int(id_text) > 4294967295:
+        raise UsageError("--id must be a key id in 0..=4294967295, without leading zeros")
+    status = parsed.values.get("--status", "primary")
+    if status not in ("primary", "active"):
+        raise UsageError("--status must be primary (a keyring of this one key) or active (a key to add to a keyring)")
+    algorithm = parsed.values.get("--algorithm", "xchacha20-poly1305")
+    if algorithm not in ("xchacha20-poly1305", "hmac-sha256"):
+        raise UsageError("--algorithm must be xchacha20-poly1305 or hmac-sha256")
+    size_text = parsed.values.get("--secret-bytes", "32")
+    if not re.fullmatch(r"[0-9]{1,5}", size_text) or not 32 <= int(size_text) <= 1024:
+        raise UsageError("--secret-bytes must be in 32..=1024")
+    import base64
+    import secrets
+    import time
+
+    secret = base64.b64encode(secrets.token_bytes(int(size_text))).decode("ascii")
+    if "--compact" in parsed.switches:
+        _print(out, f"{id_text}:{status}:{algorithm}:{secret}")
+        return EXIT_OK
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    table = (
+        f'[[key]]\nid = {id_text}\nstatus = "{status}"\nalgorithm = "{algorithm}"\n'
+        f'created = {created}\nsecret = "{secret}"\n'
+    )
+    if status == "primary":
+        text = "version = 1\n\n" + table
+        Keyring.from_toml(text)  # what is printed loads
+    else:
+        text = table
+    out.write(text)
+    out.flush()
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -436,13 +504,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return mint(args[1:], sys.stdout)
         if command == "verify":
             return verify(args[1:], sys.stdout, sys.stdin)
+        if command == "keys":
+            sub = args[1] if len(args) > 1 else ""
+            if sub != "new":
+                raise UsageError(
+                    "keys needs a subcommand: keys new" if not sub else
+                    "unknown keys subcommand; expected keys new (the Rust binary manages a keyring file: reqstate keys)"
+                )
+            return keys_new(args[2:], sys.stdout)
         if command in ("--help", "-h", "help"):
             _print(sys.stdout, _USAGE)
             return EXIT_OK
         raise UsageError(f"unknown command {command!r}" if command else "a command is needed")
     except UsageError as error:
         print(f"python -m reqstate {command or ''}: {error}".replace("  ", " "), file=sys.stderr)
-        if not command or command not in ("mint", "verify"):
+        if not command or command not in ("mint", "verify", "keys"):
             print(_USAGE, file=sys.stderr)
         return EXIT_USAGE
     except RecursionError:

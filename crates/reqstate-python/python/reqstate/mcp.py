@@ -71,14 +71,35 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NoReturn, TypeVar
 
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import principal_components
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.request_state import InvalidRequestState
-from mcp.server.request_state import RequestStateBoundary as SDKRequestStateBoundary
-from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
-from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
+
+def _sdk_missing(error: ImportError) -> ImportError:
+    """What to do when the SDK is absent or another major version."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = f"mcp {version('mcp')} is installed"
+        except PackageNotFoundError:
+            found = "mcp is not installed"
+    except ImportError:  # pragma: no cover - importlib.metadata is in every supported Python
+        found = "mcp could not be inspected"
+    return ImportError(
+        f"reqstate.mcp needs the official MCP SDK for Python, mcp>=2.3.0,<3 (protocol 2026-07-28), and "
+        f"{found} ({error}): pip install 'reqstate[mcp]' (or pip install 'mcp>=2.3.0,<3')"
+    )
+
+
+try:
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    from mcp.server.auth.provider import principal_components
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.request_state import InvalidRequestState
+    from mcp.server.request_state import RequestStateBoundary as SDKRequestStateBoundary
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
+    from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
+except ImportError as _missing:
+    raise _sdk_missing(_missing) from None
 
 from ._errors import InvalidArgument, MintRefused, ReqstateError, TokenRefused
 from ._native import Binding, Codec, Keyring, Verified
