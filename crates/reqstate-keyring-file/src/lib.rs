@@ -210,9 +210,23 @@ pub enum DirectoryProblem {
 impl fmt::Display for KeyringLoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KeyringLoadError::Io { path, error } => {
-                write!(f, "keyring {}: {error}", path.display())
-            }
+            KeyringLoadError::Io { path, error } => match error.kind() {
+                // The next step, not only the OS's words (issue 40 item 9).
+                std::io::ErrorKind::NotFound => write!(
+                    f,
+                    "keyring {}: there is no such file (make one with `reqstate keys new \
+                     --keyring {}`, or name the right file)",
+                    path.display(),
+                    path.display()
+                ),
+                std::io::ErrorKind::PermissionDenied => write!(
+                    f,
+                    "keyring {}: permission denied: this process's user cannot open it (run as \
+                     its owner, or give this user read access to it and its directories)",
+                    path.display()
+                ),
+                _ => write!(f, "keyring {}: {error}", path.display()),
+            },
             KeyringLoadError::NotAKeyringFile { path, what } => {
                 write!(f, "keyring {}: {what}", path.display())
             }

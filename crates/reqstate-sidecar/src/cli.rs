@@ -92,11 +92,12 @@ pub enum Command {
 /// The flags of `reqstate health`.
 #[derive(Debug, Args)]
 pub struct HealthArgs {
-    /// The sidecar to ask: `unix:PATH` or `tcp:HOST:PORT`. Default: the
-    /// first address of `REQSTATE_LISTEN` (the variable `serve` reads, so a
-    /// probe in the sidecar's own environment finds it), else
-    /// `tcp:127.0.0.1:50051` (`serve --dev`).
-    #[arg(long, value_name = "ADDR")]
+    /// The sidecar to ask: `unix:PATH` or `tcp:HOST:PORT`, as every other
+    /// client command's `--connect` (`--listen`, its first name, still
+    /// works). Default: the first address of `REQSTATE_LISTEN` (the
+    /// variable `serve` reads, so a probe in the sidecar's own environment
+    /// finds it), else `tcp:127.0.0.1:50051` (`serve --dev`).
+    #[arg(long = "connect", visible_alias = "listen", value_name = "ADDR")]
     pub listen: Option<String>,
 
     /// The health service name to check: empty for the whole sidecar, or

@@ -186,7 +186,7 @@ pub(crate) async fn channel(
             }
             unix_channel(path.clone())
                 .await
-                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
+                .map_err(|e| cannot_connect(&e, text))
         }
         ListenAddr::Tcp(addr) => {
             let tls = tls_config(tls, tcp_host(text))?;
@@ -201,9 +201,31 @@ pub(crate) async fn channel(
             endpoint
                 .connect()
                 .await
-                .map_err(|e| format!("cannot connect: {}", error_chain(&e)))
+                .map_err(|e| cannot_connect(&e, text))
         }
     }
+}
+
+/// Why a connection failed, with the next step where the OS's error says
+/// nobody is there (issue 40 item 9).
+fn cannot_connect(e: &(dyn std::error::Error + 'static), text: &str) -> String {
+    let mut source = Some(e);
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            let nobody = match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused",
+                std::io::ErrorKind::NotFound => "there is no socket at that path",
+                _ => break,
+            };
+            return format!(
+                "cannot connect: {nobody}: no sidecar is listening at {text} (start one with \
+                 `reqstate serve --dev --listen {text}`, or give the address it listens on with \
+                 --connect or REQSTATE_CONNECT)"
+            );
+        }
+        source = error.source();
+    }
+    format!("cannot connect: {}", error_chain(e))
 }
 
 /// A failed call, one line for people: the code's name as gRPC spells it

@@ -31,7 +31,38 @@ pub struct BindError {
 
 impl std::fmt::Display for BindError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot listen on {}: {}", self.addr, self.error)
+        // The next step, not only the OS's words (issue 40 item 9).
+        match (self.error.kind(), &self.addr) {
+            (io::ErrorKind::AddrInUse, ListenAddr::Tcp(addr)) => write!(
+                f,
+                "cannot listen on {}: the address is already in use (another sidecar or program \
+                 holds it: see which with `ss -ltnp 'sport = :{}'`, or choose another port \
+                 with --listen)",
+                self.addr,
+                addr.port()
+            ),
+            (io::ErrorKind::AddrInUse, ListenAddr::Unix(_)) => write!(
+                f,
+                "cannot listen on {}: a live socket is already there (another sidecar serves \
+                 it: stop that one, or choose another path with --listen)",
+                self.addr
+            ),
+            (io::ErrorKind::PermissionDenied, ListenAddr::Tcp(addr)) if addr.port() < 1024 => {
+                write!(
+                    f,
+                    "cannot listen on {}: permission denied (a port below 1024 needs \
+                     CAP_NET_BIND_SERVICE: choose a higher port with --listen)",
+                    self.addr
+                )
+            }
+            (io::ErrorKind::PermissionDenied, _) => write!(
+                f,
+                "cannot listen on {}: permission denied (this user may not create it there: \
+                 choose a directory it owns with --listen)",
+                self.addr
+            ),
+            _ => write!(f, "cannot listen on {}: {}", self.addr, self.error),
+        }
     }
 }
 

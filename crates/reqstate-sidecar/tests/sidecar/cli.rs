@@ -705,3 +705,47 @@ async fn allow_uid_with_an_unauthenticated_tcp_listener_is_refused() -> TestResu
     );
     Ok(())
 }
+
+/// Issue 40 item 9: a missing keyring and a port already in use say what to
+/// do next, not only the OS's words (`No such file or directory (os error
+/// 2)`, `Address already in use (os error 98)`).
+#[test]
+fn os_errors_come_with_the_next_step() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let missing = dir.path().join("missing.toml");
+    let out = Command::new(sidecar_process::BIN)
+        .args(["mint", "--keyring"])
+        .arg(&missing)
+        .args(["--tool", "t", "--step", "s"])
+        .stdin(Stdio::null())
+        .output()?;
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "keyring {}: there is no such file (make one with `reqstate keys new --keyring {}`",
+            missing.display(),
+            missing.display()
+        )) && !said.contains("os error"),
+        "{said}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = taken.local_addr()?.port();
+    let out = Command::new(sidecar_process::BIN)
+        .args(["serve", "--dev", "--log", "error", "--listen"])
+        .arg(format!("tcp:127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .output()?;
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "cannot listen on tcp:127.0.0.1:{port}: the address is already in use"
+        )) && said.contains(&format!("ss -ltnp 'sport = :{port}'"))
+            && !said.contains("os error"),
+        "{said}"
+    );
+    drop(taken);
+    Ok(())
+}

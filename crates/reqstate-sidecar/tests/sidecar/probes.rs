@@ -88,10 +88,31 @@ async fn health_probe_exits_zero_only_when_serving() -> TestResult {
     assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("NOT_FOUND"));
 
+    // --connect, the name every other client command uses (issue 40 item 10).
+    assert_serving(&health(&["--connect", &unix], None)?, "--connect unix");
+    assert_serving(&health(&["--connect", &tcp], None)?, "--connect tcp");
+
+    // Nobody there: the next step, not only the OS's words (issue 40 item 9).
     let gone = sidecar.dir.path().join("nothing.sock");
     let absent = health(&["--listen", &format!("unix:{}", gone.display())], None)?;
     assert_eq!(absent.status.code(), Some(1), "{absent:?}");
-    assert!(String::from_utf8_lossy(&absent.stderr).contains("cannot connect"));
+    let said = String::from_utf8_lossy(&absent.stderr);
+    assert!(
+        said.contains(
+            "cannot connect: there is no socket at that path: no sidecar is listening at unix:"
+        ) && said.contains("`reqstate serve --dev --listen unix:")
+            && !said.contains("os error"),
+        "{said}"
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let refused = health(&["--connect", &format!("tcp:{closed}")], None)?;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains(&format!(
+            "cannot connect: connection refused: no sidecar is listening at tcp:{closed}"
+        )) && !said.contains("os error"),
+        "{said}"
+    );
 
     for bad in ["127.0.0.1:50051", "unix:", "tcp:localhost"] {
         let out = health(&["--listen", bad], None)?;
