@@ -121,6 +121,16 @@ function verifyResult(m: Message): VerifyResult {
 }
 
 /**
+ * The gRPC target of an address as the command line writes it: `tcp:HOST:PORT`
+ * (docs/CLI.md, `--listen`, `--connect`) is grpc-js's `HOST:PORT`, which
+ * would otherwise read `tcp` as a host name and fail to resolve
+ * `dns:tcp:...`; `unix:` and `host:port` are grpc-js's own.
+ */
+export function grpcTarget(target: string): string {
+  return target.startsWith('tcp:') ? target.slice('tcp:'.length) : target;
+}
+
+/**
  * A client of one sidecar. Cheap to keep for the life of the process; one
  * HTTP/2 connection is shared by every call.
  */
@@ -132,13 +142,14 @@ export class Client {
   private readonly deadlineMs: number;
 
   /**
-   * @param target `unix:///path/to/reqstate.sock` or `host:port`
+   * @param target `unix:/path/to/reqstate.sock` (or `unix:///path`), `host:port`, or the
+   *   command line's own `tcp:host:port` (`reqstate serve --listen`, `--connect`)
    * @param options bearer token, deadline, credentials, channel options
    */
   constructor(target: string, options: ClientOptions = {}) {
-    if (typeof target !== 'string' || target === '') throw new TypeError('target must be "unix:///path" or "host:port"');
+    if (typeof target !== 'string' || target === '') throw new TypeError('target must be "unix:/path", "host:port" or "tcp:host:port"');
     const Ctor = service();
-    this.grpc = new Ctor(target, options.credentials ?? grpc.credentials.createInsecure(), {
+    this.grpc = new Ctor(grpcTarget(target), options.credentials ?? grpc.credentials.createInsecure(), {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       // Not left to grpc-js's resolver (see UNIX_SOCKET_AUTHORITY).
       ...(target.startsWith('unix:') ? { 'grpc.default_authority': UNIX_SOCKET_AUTHORITY } : {}),

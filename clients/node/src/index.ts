@@ -2,7 +2,7 @@
 // (`reqstate serve`, service `reqstate.v1.RequestState`). What the format
 // defines (the call context, the reason names) is @reqstate/codec's: the call
 // context functions below are its own, re-exported, not a copy.
-export { Client, PROTO_PATH, UNIX_SOCKET_AUTHORITY } from './client.js';
+export { Client, PROTO_PATH, UNIX_SOCKET_AUTHORITY, grpcTarget } from './client.js';
 export { ReqstateError, TransportError, status, type TransportErrorFields } from './errors.js';
 export type {
   Algorithm,

@@ -32,12 +32,14 @@ after(async () => {
   await sidecar?.stop();
 });
 
-for (const transport of ['unix', 'tcp']) {
+for (const transport of ['unix', 'tcp', 'tcp: as the command line writes it']) {
   describe(`over ${transport}`, () => {
     /** @type {Client} */
     let client;
     before(() => {
-      client = new Client(transport === 'unix' ? sidecar.unixTarget : sidecar.tcpTarget, { deadlineMs: 5000 });
+      // The command line's `tcp:HOST:PORT` (issue 40 item 10) is taken as grpc-js's `HOST:PORT`.
+      const target = transport === 'unix' ? sidecar.unixTarget : transport === 'tcp' ? sidecar.tcpTarget : `tcp:${sidecar.tcpTarget}`;
+      client = new Client(target, { deadlineMs: 5000 });
     });
     after(() => client.close());
 
