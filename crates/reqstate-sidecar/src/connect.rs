@@ -430,7 +430,17 @@ impl Connection {
             .list_keys(self.request(reqstate_proto::v1::ListKeysRequest {}))
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|status| ConnectError(format!("ListKeys failed: {}", status_text(&status))))
+            .map_err(|status| {
+                // As the other client commands say it (issue 40 item 12).
+                let hint = if status.code() == tonic::Code::Unauthenticated
+                    && self.authorization.is_none()
+                {
+                    " (the sidecar needs its bearer token: --auth-token-file FILE)"
+                } else {
+                    ""
+                };
+                ConnectError(format!("ListKeys failed: {}{hint}", status_text(&status)))
+            })
     }
 }
 

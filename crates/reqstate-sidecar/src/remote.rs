@@ -232,6 +232,24 @@ pub fn verify(
     token: &str,
     context: Vec<u8>,
 ) -> u8 {
+    // No policy accepts a longer token, and the sidecar could not even read
+    // the request (its 4 MiB message limit answers OUT_OF_RANGE with gRPC's
+    // own words): refused here as the sidecar would refuse it (issue 40
+    // item 12).
+    if token.len() > reqstate::Policy::MAX_MAX_TOKEN_LEN {
+        return output::line(
+            json!({
+                "valid": false,
+                "reason": "too_large",
+                "message": format!(
+                    "the token is {} characters, more than any policy accepts ({})",
+                    token.len(),
+                    reqstate::Policy::MAX_MAX_TOKEN_LEN
+                ),
+            }),
+            EXIT_REFUSED,
+        );
+    }
     let request = pb::VerifyRequest {
         token: token.to_owned(),
         tool: args.codec.tool.clone(),

@@ -275,6 +275,60 @@ async fn bearer_token_tls_and_unreachable_sidecars() -> TestResult {
         &token_file,
     ])?;
     assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    // Without the token, keys list and keys status say what to pass, as mint
+    // does (issue 40 item 12); they exit 1, as docs/CLI.md says.
+    for command in ["list", "status"] {
+        let out = run_cli(&["keys", command, "--connect", &connect])?;
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "keys {command}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("UNAUTHENTICATED")
+                && stderr(&out)
+                    .contains("(the sidecar needs its bearer token: --auth-token-file FILE)"),
+            "keys {command}: {}",
+            stderr(&out)
+        );
+    }
+
+    // A 6 MB token (over the sidecar's 4 MiB message limit): refused as the
+    // sidecar would refuse it, not with gRPC's OUT_OF_RANGE text (issue 40
+    // item 12).
+    let mut child = Command::new(sidecar_process::BIN)
+        .args([
+            "verify",
+            "--connect",
+            &connect,
+            "--auth-token-file",
+            &token_file,
+            "--tool",
+            "t",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let feed = std::thread::spawn(move || {
+        use std::io::Write as _;
+        let _ = stdin.write_all(&vec![b'A'; 6_000_000]);
+    });
+    let big = child.wait_with_output()?;
+    let _ = feed.join();
+    assert_eq!(big.status.code(), Some(1), "{}", stderr(&big));
+    let said = String::from_utf8_lossy(&big.stdout);
+    assert!(
+        said.contains("\"reason\":\"too_large\"")
+            && said.contains(
+                "the token is 6000000 characters, more than any policy accepts (1048576)"
+            ),
+        "{said} {}",
+        stderr(&big)
+    );
 
     // Nothing listens: exit 69 with the address and the cause.
     let port = free_port()?;
