@@ -377,8 +377,8 @@ function keysNew(p: Parsed): number {
   globalThis.crypto.getRandomValues(secret);
   const entry = `${id}:${status}:${algorithm}:${base64Encode(secret)}`;
   secret.fill(0);
-  // What is printed loads (a primary alone is a whole keyring; an active key, beside a primary).
-  Keyring.fromCompact(status === 'primary' ? entry : `${entry},${id === 0n ? 1 : 0}:primary:${base64Encode(new Uint8Array(32))}`);
+  // What is printed loads (checked as the keyring of this one key, primary).
+  Keyring.fromCompact(entry.replace(':active:', ':primary:'));
   print(entry);
   return 0;
 }

@@ -297,8 +297,8 @@ async fn bearer_token_tls_and_unreachable_sidecars() -> TestResult {
     // A 6 MB token (over the sidecar's 4 MiB message limit): refused as the
     // sidecar would refuse it, not with gRPC's OUT_OF_RANGE text (issue 40
     // item 12).
-    let mut child = Command::new(sidecar_process::BIN)
-        .args([
+    let big = run_with_stdin(
+        &[
             "verify",
             "--connect",
             &connect,
@@ -307,18 +307,9 @@ async fn bearer_token_tls_and_unreachable_sidecars() -> TestResult {
             "--tool",
             "t",
             "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let feed = std::thread::spawn(move || {
-        use std::io::Write as _;
-        let _ = stdin.write_all(&vec![b'A'; 6_000_000]);
-    });
-    let big = child.wait_with_output()?;
-    let _ = feed.join();
+        ],
+        &"A".repeat(6_000_000),
+    )?;
     assert_eq!(big.status.code(), Some(1), "{}", stderr(&big));
     let said = String::from_utf8_lossy(&big.stdout);
     assert!(

@@ -780,6 +780,21 @@ async fn a_consume_of_unknown_outcome_is_accepted_once_when_retried() -> TestRes
     Ok(())
 }
 
+/// A consume Redis refused: not valid, `reason`, a detail naming `cause` and
+/// saying nothing was recorded, never the outcome-unknown or no-answer text.
+fn refused_by_redis(answer: &pb::VerifyResponse, want: pb::Reason, cause: &str) {
+    assert!(!answer.valid);
+    assert_eq!(reason(answer), want, "{}", answer.detail);
+    let detail = &answer.detail;
+    assert!(
+        detail.contains(cause)
+            && detail.contains("nothing was recorded")
+            && !detail.contains("did not answer")
+            && !detail.contains("may or may not be spent"),
+        "{detail}"
+    );
+}
+
 /// Issue 50 item 3: a consume that Redis answered with a refusal recorded
 /// nothing, so it is not an outcome-unknown: the detail names the cause
 /// (out of memory under `noeviction`; a replica's `READONLY`) and says
@@ -802,22 +817,10 @@ async fn a_refusal_from_redis_names_its_cause_and_spends_nothing() -> TestResult
     redis.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])?;
     redis.cli(&["CONFIG", "SET", "maxmemory", "1"])?;
     let full = client.verify(verify(&token, true)).await?.into_inner();
-    assert!(!full.valid);
-    assert_eq!(
-        reason(&full),
+    refused_by_redis(
+        &full,
         pb::Reason::ReplayStoreFull,
-        "{}",
-        full.detail
-    );
-    assert!(
-        !full.detail.contains("did not answer")
-            && full
-                .detail
-                .contains("Redis is out of memory and refused the record")
-            && full.detail.contains("nothing was recorded")
-            && !full.detail.contains("may or may not be spent"),
-        "{}",
-        full.detail
+        "Redis is out of memory and refused the record",
     );
     redis.cli(&["CONFIG", "SET", "maxmemory", "0"])?;
 
@@ -825,22 +828,10 @@ async fn a_refusal_from_redis_names_its_cause_and_spends_nothing() -> TestResult
     redis.cli(&["CONFIG", "SET", "replica-read-only", "yes"])?;
     redis.cli(&["REPLICAOF", "127.0.0.1", "1"])?;
     let read_only = client.verify(verify(&token, true)).await?.into_inner();
-    assert!(!read_only.valid);
-    assert_eq!(
-        reason(&read_only),
+    refused_by_redis(
+        &read_only,
         pb::Reason::ReplayStoreUnavailable,
-        "{}",
-        read_only.detail
-    );
-    assert!(
-        !read_only.detail.contains("did not answer")
-            && read_only
-                .detail
-                .contains("READONLY: this Redis is a replica")
-            && read_only.detail.contains("nothing was recorded")
-            && !read_only.detail.contains("may or may not be spent"),
-        "{}",
-        read_only.detail
+        "READONLY: this Redis is a replica",
     );
     redis.cli(&["REPLICAOF", "NO", "ONE"])?;
 
